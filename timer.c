@@ -1,0 +1,1355 @@
+/*
+ * twheel: hierarchical timing wheel. See timer.h for the contract.
+ *
+ * Sections, in the order data flows:
+ *   geometry and types -> pool -> slots and bitmaps -> add -> cascade ->
+ *   dispatch -> driver -> locking -> API (lifetime, timers, inspection,
+ *   timer thread, function table).
+ *
+ * This file needs only libc and pthread and compiles alone as C99 or C11.
+ */
+#if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
+#undef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "timer.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* C11 atomics when the compiler offers them; the GNU builtins (same memory
+ * model) keep strict C99 builds working. Only the spinlock uses them. */
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L &&              \
+    !defined(__STDC_NO_ATOMICS__)
+#include <stdatomic.h>
+typedef atomic_uint_least32_t ticket_counter;
+#define ticket_init(p) atomic_init((p), 0)
+#define ticket_take(p) atomic_fetch_add_explicit((p), 1, memory_order_relaxed)
+#define ticket_load_acquire(p) atomic_load_explicit((p), memory_order_acquire)
+#define ticket_load_relaxed(p) atomic_load_explicit((p), memory_order_relaxed)
+#define ticket_store_release(p, v)                                            \
+    atomic_store_explicit((p), (v), memory_order_release)
+#elif defined(__GNUC__)
+typedef uint32_t ticket_counter;
+#define ticket_init(p) (*(p) = 0)
+#define ticket_take(p) __atomic_fetch_add((p), 1, __ATOMIC_RELAXED)
+#define ticket_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ticket_load_relaxed(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ticket_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#else
+#error "twheel needs C11 atomics or the GNU __atomic builtins"
+#endif
+
+/* ==== geometry and types ================================================
+ * Skynet's shape: near[256] for the current 256-tick window, then four
+ * levels of 64 slots, each covering 6 more bits of the 32-bit tick. */
+
+#define NEAR_BITS 8
+#define NEAR_SIZE (1u << NEAR_BITS)
+#define NEAR_MASK (NEAR_SIZE - 1)
+#define LEVEL_BITS 6
+#define LEVEL_SIZE (1u << LEVEL_BITS)
+#define LEVEL_MASK (LEVEL_SIZE - 1)
+#define LEVELS 4
+
+/* Every node sits on exactly one list, named by a small number: the 256
+ * near slots, the 4*64 level slots, the due list (due now, waiting for the
+ * next advance) and the batch (taken out for dispatch, not yet run). */
+#define LIST_LEVEL0 NEAR_SIZE
+#define LIST_SLOTS (NEAR_SIZE + LEVELS * LEVEL_SIZE) /* 512 */
+#define LIST_DUE LIST_SLOTS
+#define LIST_BATCH (LIST_SLOTS + 1)
+#define LIST_COUNT (LIST_SLOTS + 2)
+#define LIST_NONE 0xffffu
+
+/* Pending counters per group: near, level 0..3, due, batch. */
+#define GROUP_COUNT 7
+
+#define NIL UINT32_MAX
+
+/* Nodes live in fixed chunks that never move; a pool index names a node. */
+#define CHUNK_BITS 10
+#define CHUNK_NODES (1u << CHUNK_BITS)
+#define MAX_CHUNKS ((UINT32_C(1) << (32 - CHUNK_BITS)) - 1) /* index < NIL */
+
+#define MAX_RELEASES 255
+
+enum node_state {
+    NODE_FREE = 0,   /* on the free list (or retired) */
+    NODE_LINKED,     /* on a slot, the due list or the batch */
+    NODE_DETACHED,   /* on no list: its callback is running */
+    NODE_CANCELLED   /* detached and cancelled: freed when its callback returns */
+};
+
+/* 40 bytes on LP64: the whole per-timer cost. */
+struct node {
+    uint32_t next, prev;  /* list links (pool indices); next links free nodes */
+    uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain */
+    uint32_t generation;  /* bumped on free; the high half of the id */
+    uint32_t interval;    /* 0 for one-shots */
+    uint16_t list;        /* which list holds it, LIST_NONE when detached */
+    uint8_t state;        /* enum node_state */
+    uint8_t release;      /* index into tw_wheel.releases, 0 for none */
+    tw_callback *callback;
+    void *user_data;
+};
+
+struct list {
+    uint32_t head, tail;
+};
+
+enum thread_state { THREAD_IDLE = 0, THREAD_RUNNING, THREAD_STOPPING };
+
+struct tw_wheel {
+    /* time: 64-bit `now`; its low 32 bits are skynet's `time` */
+    uint64_t now;
+    uint64_t live; /* tw_count() */
+
+    /* slots, with one occupancy bit per slot: near in words 0..3, level i
+     * in word 4 + i */
+    struct list lists[LIST_COUNT];
+    uint64_t occupied[LIST_SLOTS / 64];
+    uint64_t group_count[GROUP_COUNT];
+
+    /* pool */
+    struct node **chunks;
+    uint32_t chunk_count, chunk_capacity;
+    uint32_t used;      /* indices below this have been handed out once */
+    uint32_t free_head; /* LIFO: a reused node is still warm in cache */
+    uint32_t free_count;
+
+    /* dispatch */
+    uint32_t running; /* node whose callback is running, or NIL */
+    int driving;      /* inside tw_advance/tw_expire */
+    int destroying;
+    pthread_t driver; /* valid while driving */
+
+    /* locking */
+    int lock_kind;
+    ticket_counter next_ticket;
+    ticket_counter serving;
+    pthread_mutex_t mutex;
+
+    /* clock: ticks are counted from (base_us, base_tick) so remainders carry */
+    uint32_t tick_us;
+    clockid_t clock_id;
+    tw_clock_fn *clock_fn;
+    void *clock_context;
+    uint64_t base_us, base_tick, last_clock_us;
+
+    /* allocation */
+    tw_realloc_fn *realloc_fn;
+    void *alloc_context;
+    uint64_t bytes;
+    uint64_t max_timers;
+
+    /* release functions, remembered so a node needs one byte, not eight */
+    tw_release *releases[MAX_RELEASES + 1];
+    uint32_t release_count;
+
+    /* counters for tw_get_stats */
+    uint64_t added, fired, cancelled, rescheduled, cascaded, rebases;
+
+    /* timer thread: `control` serialises start/stop, `sleep_mutex` guards
+     * the state the thread sleeps on */
+    pthread_mutex_t control;
+    pthread_mutex_t sleep_mutex;
+    pthread_cond_t wake;
+    pthread_t thread;
+    int thread_state;
+    uint32_t period_us;
+};
+
+static void lock(tw_wheel *w);
+static void unlock(tw_wheel *w);
+
+static int lowest_bit(uint64_t x) /* x != 0 */
+{
+#if defined(__GNUC__)
+    return __builtin_ctzll(x);
+#else
+    int n = 0;
+    while (!(x & 1)) {
+        x >>= 1;
+        n++;
+    }
+    return n;
+#endif
+}
+
+static int highest_bit(uint32_t x) /* x != 0 */
+{
+#if defined(__GNUC__)
+    return 31 - __builtin_clz(x);
+#else
+    int n = 31;
+    while (!(x & 0x80000000u)) {
+        x <<= 1;
+        n--;
+    }
+    return n;
+#endif
+}
+
+/* ==== pool ==============================================================
+ * Nodes come from chunks of 1024 that never move, so a node pointer stays
+ * valid while the lock is dropped. A node's generation is bumped on every
+ * free; a node whose generation would wrap is retired instead of reused, so
+ * an id (index, generation) is never handed out twice. */
+
+static void *wheel_alloc(tw_wheel *w, void *pointer, size_t size)
+{
+    return w->realloc_fn(pointer, size, w->alloc_context);
+}
+
+static void *libc_realloc(void *pointer, size_t size, void *context)
+{
+    (void)context;
+    if (size == 0) {
+        free(pointer);
+        return NULL;
+    }
+    return realloc(pointer, size);
+}
+
+static struct node *node_at(const tw_wheel *w, uint32_t index)
+{
+    return &w->chunks[index >> CHUNK_BITS][index & (CHUNK_NODES - 1)];
+}
+
+static tw_id make_id(uint32_t index, uint32_t generation)
+{
+    return ((uint64_t)generation << 32) | index;
+}
+
+/* The node named by id if that timer is still known to the wheel (linked or
+ * running), else NULL. */
+static struct node *node_of(const tw_wheel *w, tw_id id, uint32_t *index_out)
+{
+    uint32_t index = (uint32_t)id;
+    uint32_t generation = (uint32_t)(id >> 32);
+    struct node *n;
+    if (generation == 0 || index >= w->used)
+        return NULL;
+    n = node_at(w, index);
+    if (n->generation != generation || n->state == NODE_FREE)
+        return NULL;
+    *index_out = index;
+    return n;
+}
+
+/* Returns a node index, or NIL when the allocator failed. */
+static uint32_t node_alloc(tw_wheel *w)
+{
+    uint32_t index;
+    if (w->free_head != NIL) {
+        index = w->free_head;
+        w->free_head = node_at(w, index)->next;
+        w->free_count--;
+        return index;
+    }
+    if (w->used == w->chunk_count * CHUNK_NODES) {
+        struct node *chunk;
+        if (w->chunk_count == MAX_CHUNKS)
+            return NIL;
+        if (w->chunk_count == w->chunk_capacity) {
+            uint32_t capacity = w->chunk_capacity ? w->chunk_capacity * 2 : 8;
+            struct node **table;
+            if (capacity > MAX_CHUNKS)
+                capacity = MAX_CHUNKS;
+            table = wheel_alloc(w, w->chunks, capacity * sizeof *table);
+            if (!table)
+                return NIL;
+            w->bytes += (uint64_t)(capacity - w->chunk_capacity) * sizeof *table;
+            w->chunks = table;
+            w->chunk_capacity = capacity;
+        }
+        chunk = wheel_alloc(w, NULL, CHUNK_NODES * sizeof *chunk);
+        if (!chunk)
+            return NIL;
+        w->bytes += CHUNK_NODES * sizeof *chunk;
+        w->chunks[w->chunk_count++] = chunk;
+    }
+    index = w->used++;
+    node_at(w, index)->generation = 1;
+    return index;
+}
+
+static void node_free(tw_wheel *w, uint32_t index)
+{
+    struct node *n = node_at(w, index);
+    n->state = NODE_FREE;
+    n->list = LIST_NONE;
+    n->callback = NULL;
+    n->user_data = NULL;
+    if (++n->generation == 0)
+        return; /* retired: 2^32 - 1 timers have used this node */
+    n->next = w->free_head;
+    w->free_head = index;
+    w->free_count++;
+}
+
+/* ==== slots and bitmaps =================================================
+ * Doubly linked lists of pool indices with head and tail, so appends keep
+ * FIFO order and any node unlinks in O(1). A slot's occupancy bit is set
+ * exactly when its list is non-empty. */
+
+static int group_of(unsigned list)
+{
+    if (list < NEAR_SIZE)
+        return 0;
+    if (list < LIST_SLOTS)
+        return 1 + (int)((list - LIST_LEVEL0) >> LEVEL_BITS);
+    return 5 + (int)(list - LIST_DUE);
+}
+
+static void link_tail(tw_wheel *w, unsigned list, uint32_t index)
+{
+    struct list *l = &w->lists[list];
+    struct node *n = node_at(w, index);
+    n->list = (uint16_t)list;
+    n->state = NODE_LINKED;
+    n->next = NIL;
+    n->prev = l->tail;
+    if (l->tail != NIL)
+        node_at(w, l->tail)->next = index;
+    else
+        l->head = index;
+    l->tail = index;
+    if (list < LIST_SLOTS)
+        w->occupied[list >> 6] |= UINT64_C(1) << (list & 63);
+    w->group_count[group_of(list)]++;
+}
+
+static void unlink_node(tw_wheel *w, uint32_t index)
+{
+    struct node *n = node_at(w, index);
+    unsigned list = n->list;
+    struct list *l = &w->lists[list];
+    if (n->prev != NIL)
+        node_at(w, n->prev)->next = n->next;
+    else
+        l->head = n->next;
+    if (n->next != NIL)
+        node_at(w, n->next)->prev = n->prev;
+    else
+        l->tail = n->prev;
+    if (l->head == NIL && list < LIST_SLOTS)
+        w->occupied[list >> 6] &= ~(UINT64_C(1) << (list & 63));
+    w->group_count[group_of(list)]--;
+    n->list = LIST_NONE;
+    n->state = NODE_DETACHED;
+}
+
+/* The slot a timer due at `expire` belongs in when the wheel's time is
+ * `time` (expire != time): near when they differ only in the low 8 bits,
+ * else the level holding their highest differing bit, indexed by expire's
+ * 6 bits of that level. This is skynet's add_node without the mask loop. */
+static unsigned slot_for(uint32_t expire, uint32_t time)
+{
+    uint32_t differ = expire ^ time;
+    unsigned level, shift;
+    if (differ <= NEAR_MASK)
+        return expire & NEAR_MASK;
+    level = (unsigned)(highest_bit(differ) - NEAR_BITS) / LEVEL_BITS;
+    shift = NEAR_BITS + LEVEL_BITS * level;
+    return LIST_LEVEL0 + level * LEVEL_SIZE + ((expire >> shift) & LEVEL_MASK);
+}
+
+/* First occupied near slot at index >= from, or -1. */
+static int near_occupied_from(const tw_wheel *w, unsigned from)
+{
+    unsigned word;
+    for (word = from >> 6; word < NEAR_SIZE / 64; word++) {
+        uint64_t bits = w->occupied[word];
+        if (word == from >> 6)
+            bits &= ~UINT64_C(0) << (from & 63);
+        if (bits)
+            return (int)(word * 64 + (unsigned)lowest_bit(bits));
+    }
+    return -1;
+}
+
+/* Ticks from now to the next tick at which the wheel has work: a near slot
+ * to dispatch, or an occupied level slot to cascade; TW_NEVER when every
+ * slot is empty. *list_out names that slot. Levels are searched upwards
+ * because a lower level's next event always comes before a higher one's.
+ * Level 3 slots at or below time's own index hold timers of the next
+ * 2^32-tick epoch; t[3][0] is cascaded when time wraps to 0. */
+static uint64_t next_event(const tw_wheel *w, unsigned *list_out)
+{
+    uint32_t time = (uint32_t)w->now;
+    unsigned near_index = time & NEAR_MASK;
+    unsigned level;
+    if (near_index < NEAR_MASK) {
+        int slot = near_occupied_from(w, near_index + 1);
+        if (slot >= 0) {
+            *list_out = (unsigned)slot;
+            return (unsigned)slot - near_index;
+        }
+    }
+    for (level = 0; level < LEVELS; level++) {
+        unsigned shift = NEAR_BITS + LEVEL_BITS * level;
+        unsigned index = (time >> shift) & LEVEL_MASK;
+        uint64_t bits = index == LEVEL_MASK
+                            ? 0
+                            : w->occupied[4 + level] & (~UINT64_C(0) << (index + 1));
+        if (bits) {
+            unsigned slot = (unsigned)lowest_bit(bits);
+            uint64_t block = (uint64_t)time &
+                             ~((UINT64_C(1) << (shift + LEVEL_BITS)) - 1);
+            *list_out = LIST_LEVEL0 + level * LEVEL_SIZE + slot;
+            return block + ((uint64_t)slot << shift) - time;
+        }
+    }
+    if (w->occupied[4 + LEVELS - 1]) {
+        unsigned slot = (unsigned)lowest_bit(w->occupied[4 + LEVELS - 1]);
+        *list_out = LIST_LEVEL0 + (LEVELS - 1) * LEVEL_SIZE + slot;
+        return (UINT64_C(1) << 32) + ((uint64_t)slot << 26) - time;
+    }
+    return TW_NEVER;
+}
+
+/* ==== add ===============================================================
+ * A node due at or before now waits on the due list for the start of the
+ * next advance; anything later goes into its slot. Appending keeps timers
+ * of one tick in insertion order. */
+
+static void schedule(tw_wheel *w, uint32_t index, uint64_t due)
+{
+    node_at(w, index)->expire = (uint32_t)due;
+    if (due <= w->now)
+        link_tail(w, LIST_DUE, index);
+    else
+        link_tail(w, slot_for((uint32_t)due, (uint32_t)w->now), index);
+}
+
+/* The full 64-bit due tick of a node, from its 32-bit expire. Exact for
+ * nodes in slots (due - now < 2^32); a node that waited on the due list for
+ * 2^32 ticks or more reads as due less than 2^32 ticks ago. */
+static uint64_t due_tick(const tw_wheel *w, const struct node *n)
+{
+    if (n->list < LIST_SLOTS)
+        return w->now + (uint32_t)(n->expire - (uint32_t)w->now);
+    return w->now - (uint32_t)((uint32_t)w->now - n->expire);
+}
+
+/* Index of `release` in the wheel's table (0 for NULL), or -1 when full. */
+static int release_index(tw_wheel *w, tw_release *release)
+{
+    uint32_t i;
+    if (!release)
+        return 0;
+    for (i = 1; i <= w->release_count; i++)
+        if (w->releases[i] == release)
+            return (int)i;
+    if (w->release_count == MAX_RELEASES)
+        return -1;
+    w->releases[++w->release_count] = release;
+    return (int)w->release_count;
+}
+
+static tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval,
+                       tw_callback *callback, tw_release *release,
+                       void *user_data)
+{
+    uint32_t index;
+    struct node *n;
+    int release_slot;
+    int error = 0;
+    if (!w || !callback) {
+        errno = EINVAL;
+        return 0;
+    }
+    if (delay > TW_MAX_DELAY || interval > TW_MAX_DELAY) {
+        errno = ERANGE;
+        return 0;
+    }
+    lock(w);
+    if (w->destroying)
+        error = EBUSY;
+    else if (w->max_timers && w->live >= w->max_timers)
+        error = ENOSPC;
+    if (error) {
+        unlock(w);
+        errno = error;
+        return 0;
+    }
+    release_slot = release_index(w, release);
+    if (release_slot < 0) {
+        unlock(w);
+        errno = EMFILE;
+        return 0;
+    }
+    index = node_alloc(w);
+    if (index == NIL) {
+        unlock(w);
+        errno = ENOMEM;
+        return 0;
+    }
+    n = node_at(w, index);
+    n->callback = callback;
+    n->user_data = user_data;
+    n->interval = (uint32_t)interval;
+    n->release = (uint8_t)release_slot;
+    schedule(w, index, w->now + delay);
+    w->live++;
+    w->added++;
+    unlock(w);
+    return make_id(index, n->generation);
+}
+
+/* ==== cascade ===========================================================
+ * Called when time has just entered a new 256-tick window. Exactly as
+ * skynet's timer_shift: the lowest level whose index in time is non-zero
+ * has its slot re-added (landing lower, possibly in near[0]); at the wrap to
+ * 0, t[3][0]. Levels below never hold anything in slot 0, so one slot per
+ * boundary is all there is to move. */
+
+static void cascade(tw_wheel *w)
+{
+    uint32_t time = (uint32_t)w->now;
+    unsigned level = LEVELS - 1, index = 0, list;
+    uint32_t node;
+    if (time != 0) {
+        for (level = 0; level < LEVELS; level++) {
+            index = (time >> (NEAR_BITS + LEVEL_BITS * level)) & LEVEL_MASK;
+            if (index)
+                break;
+        }
+    }
+    list = LIST_LEVEL0 + level * LEVEL_SIZE + index;
+    while ((node = w->lists[list].head) != NIL) {
+        unlink_node(w, node);
+        link_tail(w, slot_for(node_at(w, node)->expire, time), node);
+        w->cascaded++;
+    }
+}
+
+/* ==== dispatch ==========================================================
+ * Due nodes are moved to the batch list; each is taken off the batch under
+ * the lock and its callback runs with the lock released. A cancel of a node
+ * still on the batch simply unlinks it, so once tw_cancel returned 1 that
+ * callback never starts. A node is never freed while its callback runs:
+ * whatever happened to it meanwhile is settled when the callback returns. */
+
+static void move_list(tw_wheel *w, unsigned from, unsigned to)
+{
+    uint32_t node;
+    while ((node = w->lists[from].head) != NIL) {
+        unlink_node(w, node);
+        link_tail(w, to, node);
+    }
+}
+
+/* Frees a node and hands its user data back, lock released for the hook. */
+static void finish_node(tw_wheel *w, uint32_t index)
+{
+    struct node *n = node_at(w, index);
+    tw_release *release = w->releases[n->release];
+    void *user_data = n->user_data;
+    if (release) {
+        unlock(w);
+        release(user_data);
+        lock(w);
+    }
+    node_free(w, index);
+}
+
+static int64_t run_batch(tw_wheel *w)
+{
+    int64_t ran = 0;
+    uint32_t index;
+    while ((index = w->lists[LIST_BATCH].head) != NIL) {
+        struct node *n = node_at(w, index);
+        uint64_t due = due_tick(w, n);
+        uint32_t generation = n->generation;
+        tw_callback *callback = n->callback;
+        void *user_data = n->user_data;
+        unlink_node(w, index);
+        if (!n->interval)
+            w->live--; /* a one-shot's id dies as its callback starts */
+        w->running = index;
+        w->fired++;
+        unlock(w);
+        callback(w, make_id(index, generation), user_data);
+        lock(w);
+        ran++;
+        n = node_at(w, index);
+        if (n->state == NODE_DETACHED && n->interval) {
+            /* A periodic timer nobody touched while it ran: fixed rate, so
+             * the next firing counts from when this one was due. */
+            uint64_t next = due + n->interval;
+            if (next <= w->now)
+                link_tail(w, LIST_BATCH, index); /* catching up, in order */
+            else
+                schedule(w, index, next);
+        } else if (n->state != NODE_LINKED) {
+            finish_node(w, index); /* one-shot done, or cancelled meanwhile */
+        }
+        w->running = NIL;
+    }
+    return ran;
+}
+
+/* ==== driver ============================================================
+ * tw_advance and tw_expire walk from now to a target tick, stopping only at
+ * ticks where next_event() says there is work; in between nothing changes
+ * but the counter, so the result equals ticking one by one. Timers already
+ * due run first; timers made due during the walk wait for the next call, so
+ * a callback re-adding itself with delay 0 cannot loop forever. */
+
+static int on_driver_thread(const tw_wheel *w)
+{
+    return w->driving && pthread_equal(w->driver, pthread_self());
+}
+
+/* Called with the lock held; returns with it released. */
+static int64_t drive(tw_wheel *w, uint64_t target)
+{
+    int64_t ran;
+    unsigned list;
+    w->driving = 1;
+    w->driver = pthread_self();
+    move_list(w, LIST_DUE, LIST_BATCH);
+    ran = run_batch(w);
+    for (;;) {
+        uint64_t step = next_event(w, &list);
+        if (step == TW_NEVER || step > target - w->now)
+            break;
+        w->now += step;
+        if (((uint32_t)w->now & NEAR_MASK) == 0)
+            cascade(w);
+        move_list(w, (uint32_t)w->now & NEAR_MASK, LIST_BATCH);
+        ran += run_batch(w);
+    }
+    w->now = target;
+    w->driving = 0;
+    unlock(w);
+    return ran;
+}
+
+/* Refuses re-entry from a callback and a second driver; lock held. */
+static int drive_refused(const tw_wheel *w)
+{
+    return w->driving || w->destroying;
+}
+
+static uint64_t read_clock(const tw_wheel *w)
+{
+    struct timespec ts;
+    if (w->clock_fn)
+        return w->clock_fn(w->clock_context);
+    if (clock_gettime(w->clock_id, &ts) != 0)
+        return w->last_clock_us;
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Exact ticks to the earliest pending timer; lock held. The first event is
+ * exact for a near slot; for a level slot it is only that slot's start, so
+ * that one slot is scanned. */
+static uint64_t next_expiry_locked(const tw_wheel *w)
+{
+    unsigned list;
+    uint64_t step;
+    if (w->lists[LIST_DUE].head != NIL || w->lists[LIST_BATCH].head != NIL)
+        return 0;
+    step = next_event(w, &list);
+    if (step != TW_NEVER && list >= LIST_LEVEL0) {
+        uint32_t time = (uint32_t)w->now, least = UINT32_MAX, index;
+        for (index = w->lists[list].head; index != NIL;) {
+            const struct node *n = node_at(w, index);
+            if ((uint32_t)(n->expire - time) < least)
+                least = n->expire - time;
+            index = n->next;
+        }
+        step = least;
+    }
+    if (w->running != NIL) {
+        /* a periodic timer re-arms when its running callback returns */
+        const struct node *n = node_at(w, w->running);
+        if (n->state == NODE_DETACHED && n->interval) {
+            uint64_t next = due_tick(w, n) + n->interval;
+            uint64_t until = next > w->now ? next - w->now : 0;
+            if (until < step)
+                step = until;
+        }
+    }
+    return step;
+}
+
+/* ==== locking ===========================================================
+ * One lock per wheel, chosen at creation. The spinlock is a ticket lock:
+ * waiters are served in arrival order, so a driver is never starved by
+ * producers; it pauses the CPU while spinning and yields now and then so a
+ * preempted holder can run on a busy machine. TW_LOCK_NONE does nothing at
+ * all, not even an atomic operation. */
+
+static void cpu_pause(void)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_ia32_pause();
+#elif defined(__GNUC__) && (defined(__aarch64__) || defined(__arm__))
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void lock(tw_wheel *w)
+{
+    if (w->lock_kind == TW_LOCK_SPIN) {
+        uint_least32_t ticket = ticket_take(&w->next_ticket);
+        unsigned spins = 0;
+        while (ticket_load_acquire(&w->serving) != ticket) {
+            cpu_pause();
+            if (++spins == 64) {
+                spins = 0;
+                sched_yield();
+            }
+        }
+    } else if (w->lock_kind == TW_LOCK_MUTEX) {
+        pthread_mutex_lock(&w->mutex);
+    }
+}
+
+static void unlock(tw_wheel *w)
+{
+    if (w->lock_kind == TW_LOCK_SPIN)
+        ticket_store_release(&w->serving,
+                             (uint_least32_t)(ticket_load_relaxed(&w->serving) + 1));
+    else if (w->lock_kind == TW_LOCK_MUTEX)
+        pthread_mutex_unlock(&w->mutex);
+}
+
+/* ==== API: wheel lifetime =============================================== */
+
+TW_EXPORT void tw_config_init(struct tw_config *config)
+{
+    if (!config)
+        return;
+    memset(config, 0, sizeof *config);
+    config->size = sizeof *config;
+    config->tick_us = 1000;
+    config->lock = TW_LOCK_SPIN;
+    config->clock = TW_CLOCK_MONOTONIC;
+}
+
+/* A config from a newer header may be longer; its extra bytes must be zero,
+ * or the caller asked for something this library cannot do. */
+static int config_valid(const struct tw_config *c)
+{
+    const unsigned char *bytes = (const unsigned char *)c;
+    size_t i;
+    if (c->size < sizeof *c)
+        return 0;
+    for (i = sizeof *c; i < c->size; i++)
+        if (bytes[i])
+            return 0;
+    return c->tick_us >= TW_MIN_TICK_US && c->tick_us <= TW_MAX_TICK_US &&
+           (c->lock == TW_LOCK_SPIN || c->lock == TW_LOCK_MUTEX ||
+            c->lock == TW_LOCK_NONE) &&
+           (c->clock == TW_CLOCK_MONOTONIC ||
+            c->clock == TW_CLOCK_MONOTONIC_COARSE) &&
+           c->start_tick <= TW_MAX_TICK;
+}
+
+static int init_thread_state(tw_wheel *w)
+{
+    pthread_condattr_t attributes;
+    int error = pthread_condattr_init(&attributes);
+    if (error)
+        return error;
+    error = pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+    if (!error)
+        error = pthread_cond_init(&w->wake, &attributes);
+    pthread_condattr_destroy(&attributes);
+    if (error)
+        return error;
+    if ((error = pthread_mutex_init(&w->sleep_mutex, NULL)) != 0) {
+        pthread_cond_destroy(&w->wake);
+        return error;
+    }
+    if ((error = pthread_mutex_init(&w->control, NULL)) != 0) {
+        pthread_mutex_destroy(&w->sleep_mutex);
+        pthread_cond_destroy(&w->wake);
+        return error;
+    }
+    return 0;
+}
+
+static void destroy_thread_state(tw_wheel *w)
+{
+    pthread_mutex_destroy(&w->control);
+    pthread_mutex_destroy(&w->sleep_mutex);
+    pthread_cond_destroy(&w->wake);
+}
+
+TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
+{
+    struct tw_config c;
+    tw_realloc_fn *realloc_fn;
+    tw_wheel *w;
+    unsigned list;
+    int error;
+    if (config) {
+        if (config->size < sizeof c || !config_valid(config)) {
+            errno = EINVAL;
+            return NULL;
+        }
+        memcpy(&c, config, sizeof c);
+    } else {
+        tw_config_init(&c);
+    }
+    realloc_fn = c.realloc_fn ? c.realloc_fn : libc_realloc;
+    w = realloc_fn(NULL, sizeof *w, c.alloc_context);
+    if (!w) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    memset(w, 0, sizeof *w);
+    w->realloc_fn = realloc_fn;
+    w->alloc_context = c.alloc_context;
+    w->bytes = sizeof *w;
+    for (list = 0; list < LIST_COUNT; list++)
+        w->lists[list].head = w->lists[list].tail = NIL;
+    w->free_head = NIL;
+    w->running = NIL;
+    w->lock_kind = c.lock;
+    ticket_init(&w->next_ticket);
+    ticket_init(&w->serving);
+    error = init_thread_state(w);
+    if (!error && c.lock == TW_LOCK_MUTEX) {
+        error = pthread_mutex_init(&w->mutex, NULL);
+        if (error)
+            destroy_thread_state(w);
+    }
+    if (error) {
+        realloc_fn(w, 0, c.alloc_context);
+        errno = error;
+        return NULL;
+    }
+    w->tick_us = c.tick_us;
+    w->max_timers = c.max_timers;
+    w->clock_fn = c.clock_fn;
+    w->clock_context = c.clock_context;
+#ifdef CLOCK_MONOTONIC_COARSE
+    w->clock_id = c.clock == TW_CLOCK_MONOTONIC_COARSE ? CLOCK_MONOTONIC_COARSE
+                                                       : CLOCK_MONOTONIC;
+#else
+    w->clock_id = CLOCK_MONOTONIC;
+#endif
+    w->now = w->base_tick = c.start_tick;
+    w->base_us = w->last_clock_us = read_clock(w);
+    return w;
+}
+
+TW_EXPORT int tw_destroy(tw_wheel *w)
+{
+    unsigned list;
+    uint32_t index;
+    if (!w)
+        return 0;
+    if (tw_thread_stop(w) == -EDEADLK)
+        return -EBUSY;
+    lock(w);
+    if (w->driving || w->destroying) {
+        unlock(w);
+        return -EBUSY;
+    }
+    w->destroying = 1;
+    /* Release hooks run unlocked and may cancel other timers of this wheel;
+     * popping list heads keeps that safe. */
+    for (list = 0; list < LIST_COUNT; list++) {
+        while ((index = w->lists[list].head) != NIL) {
+            unlink_node(w, index);
+            w->live--;
+            finish_node(w, index);
+        }
+    }
+    unlock(w);
+    while (w->chunk_count)
+        wheel_alloc(w, w->chunks[--w->chunk_count], 0);
+    wheel_alloc(w, w->chunks, 0);
+    if (w->lock_kind == TW_LOCK_MUTEX)
+        pthread_mutex_destroy(&w->mutex);
+    destroy_thread_state(w);
+    w->realloc_fn(w, 0, w->alloc_context);
+    return 0;
+}
+
+/* ==== API: timers ======================================================= */
+
+TW_EXPORT tw_id tw_add(tw_wheel *w, uint64_t delay, tw_callback *callback,
+                       void *user_data)
+{
+    return add_timer(w, delay, 0, callback, NULL, user_data);
+}
+
+TW_EXPORT tw_id tw_add_periodic(tw_wheel *w, uint64_t first, uint64_t interval,
+                                tw_callback *callback, void *user_data)
+{
+    if (interval == 0) {
+        errno = EINVAL;
+        return 0;
+    }
+    return add_timer(w, first, interval, callback, NULL, user_data);
+}
+
+TW_EXPORT tw_id tw_add_ex(tw_wheel *w, uint64_t delay, uint64_t interval,
+                          tw_callback *callback, tw_release *release,
+                          void *user_data)
+{
+    return add_timer(w, delay, interval, callback, release, user_data);
+}
+
+TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
+{
+    uint32_t index;
+    struct node *n;
+    int cancelled = 0;
+    if (!w)
+        return -EINVAL;
+    lock(w);
+    n = node_of(w, id, &index);
+    if (n && n->state == NODE_LINKED) {
+        unlink_node(w, index);
+        w->live--;
+        w->cancelled++;
+        cancelled = 1;
+        if (w->running != index) {
+            finish_node(w, index);
+            unlock(w);
+            return 1;
+        }
+        n->state = NODE_CANCELLED; /* rescheduled while running: settle later */
+    } else if (n && n->state == NODE_DETACHED && n->interval) {
+        n->state = NODE_CANCELLED;
+        w->live--;
+        w->cancelled++;
+        cancelled = 1;
+    }
+    /* Its callback is running on the driver: wait for it (and its release)
+     * to finish, unless this is that callback calling. */
+    if (n && w->lock_kind != TW_LOCK_NONE && !on_driver_thread(w)) {
+        uint32_t generation = n->generation;
+        while (w->running == index && node_at(w, index)->generation == generation) {
+            unlock(w);
+            sched_yield();
+            lock(w);
+        }
+    }
+    unlock(w);
+    return cancelled;
+}
+
+TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
+{
+    uint32_t index;
+    struct node *n;
+    if (!w)
+        return -EINVAL;
+    if (delay > TW_MAX_DELAY)
+        return -ERANGE;
+    lock(w);
+    n = node_of(w, id, &index);
+    if (!n || w->destroying ||
+        !(n->state == NODE_LINKED || (n->state == NODE_DETACHED && n->interval))) {
+        unlock(w);
+        return 0;
+    }
+    if (n->state == NODE_LINKED)
+        unlink_node(w, index);
+    schedule(w, index, w->now + delay);
+    w->rescheduled++;
+    unlock(w);
+    return 1;
+}
+
+TW_EXPORT uint64_t tw_remaining(tw_wheel *w, tw_id id)
+{
+    uint32_t index;
+    const struct node *n;
+    uint64_t result = TW_NEVER;
+    if (!w)
+        return TW_NEVER;
+    lock(w);
+    n = node_of(w, id, &index);
+    if (n && n->state == NODE_LINKED) {
+        result = n->list < LIST_SLOTS ? due_tick(w, n) - w->now : 0;
+    } else if (n && n->state == NODE_DETACHED && n->interval) {
+        uint64_t next = due_tick(w, n) + n->interval;
+        result = next > w->now ? next - w->now : 0;
+    }
+    unlock(w);
+    return result;
+}
+
+/* ==== API: driving ====================================================== */
+
+TW_EXPORT uint64_t tw_gettime(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+TW_EXPORT int64_t tw_expire(tw_wheel *w)
+{
+    uint64_t clock, elapsed, target;
+    if (!w)
+        return -EINVAL;
+    clock = read_clock(w); /* outside the lock: a clock_fn may be slow */
+    lock(w);
+    if (drive_refused(w)) {
+        unlock(w);
+        return -EBUSY;
+    }
+    if (clock < w->last_clock_us) {
+        w->base_us = w->last_clock_us = clock;
+        w->base_tick = w->now;
+        w->rebases++;
+        unlock(w);
+        return 0;
+    }
+    w->last_clock_us = clock;
+    elapsed = (clock - w->base_us) / w->tick_us;
+    if (elapsed > TW_MAX_TICK - w->base_tick) {
+        unlock(w);
+        return -ERANGE;
+    }
+    target = w->base_tick + elapsed;
+    return drive(w, target > w->now ? target : w->now);
+}
+
+TW_EXPORT int64_t tw_advance(tw_wheel *w, uint64_t ticks)
+{
+    if (!w)
+        return -EINVAL;
+    lock(w);
+    if (drive_refused(w)) {
+        unlock(w);
+        return -EBUSY;
+    }
+    if (ticks > TW_MAX_TICK - w->now) {
+        unlock(w);
+        return -ERANGE;
+    }
+    return drive(w, w->now + ticks);
+}
+
+TW_EXPORT uint64_t tw_next_expiry(tw_wheel *w)
+{
+    uint64_t result;
+    if (!w)
+        return TW_NEVER;
+    lock(w);
+    result = next_expiry_locked(w);
+    unlock(w);
+    return result;
+}
+
+TW_EXPORT int32_t tw_timeout_ms(tw_wheel *w)
+{
+    uint64_t ticks, due, due_us, clock;
+    if (!w)
+        return -1;
+    clock = read_clock(w);
+    lock(w);
+    ticks = next_expiry_locked(w);
+    if (ticks == TW_NEVER || ticks == 0) {
+        unlock(w);
+        return ticks == 0 ? 0 : -1;
+    }
+    /* The due tick starts at base_us + (due - base_tick) * tick_us. */
+    due = w->now + ticks - w->base_tick;
+    if (due > (UINT64_MAX - w->base_us) / w->tick_us) {
+        unlock(w);
+        return INT32_MAX;
+    }
+    due_us = w->base_us + due * w->tick_us;
+    unlock(w);
+    if (due_us <= clock)
+        return 0;
+    due_us = (due_us - clock + 999) / 1000;
+    return due_us > INT32_MAX ? INT32_MAX : (int32_t)due_us;
+}
+
+/* ==== API: timer thread =================================================
+ * skynet's dedicated timer thread: tw_expire every period, sleeping on a
+ * condition variable so that stop wakes it at once. */
+
+static void *timer_thread_main(void *argument)
+{
+    tw_wheel *w = argument;
+    struct timespec deadline;
+    pthread_mutex_lock(&w->sleep_mutex);
+    while (w->thread_state == THREAD_RUNNING) {
+        pthread_mutex_unlock(&w->sleep_mutex);
+        tw_expire(w);
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_nsec += (long)(w->period_us % 1000000u) * 1000;
+        deadline.tv_sec += (time_t)(w->period_us / 1000000u);
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_nsec -= 1000000000L;
+            deadline.tv_sec++;
+        }
+        pthread_mutex_lock(&w->sleep_mutex);
+        while (w->thread_state == THREAD_RUNNING &&
+               pthread_cond_timedwait(&w->wake, &w->sleep_mutex, &deadline) == 0)
+            ;
+    }
+    pthread_mutex_unlock(&w->sleep_mutex);
+    return NULL;
+}
+
+TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
+{
+    int error;
+    if (!w || period_us == 0 || w->lock_kind == TW_LOCK_NONE)
+        return -EINVAL;
+    pthread_mutex_lock(&w->control);
+    pthread_mutex_lock(&w->sleep_mutex);
+    if (w->thread_state != THREAD_IDLE) {
+        pthread_mutex_unlock(&w->sleep_mutex);
+        pthread_mutex_unlock(&w->control);
+        return -EBUSY;
+    }
+    w->period_us = period_us;
+    w->thread_state = THREAD_RUNNING;
+    error = pthread_create(&w->thread, NULL, timer_thread_main, w);
+    if (error)
+        w->thread_state = THREAD_IDLE;
+    pthread_mutex_unlock(&w->sleep_mutex);
+    pthread_mutex_unlock(&w->control);
+    return -error;
+}
+
+TW_EXPORT int tw_thread_stop(tw_wheel *w)
+{
+    int state;
+    if (!w)
+        return -EINVAL;
+    pthread_mutex_lock(&w->sleep_mutex);
+    state = w->thread_state;
+    if (state != THREAD_IDLE && pthread_equal(w->thread, pthread_self())) {
+        pthread_mutex_unlock(&w->sleep_mutex);
+        return -EDEADLK;
+    }
+    pthread_mutex_unlock(&w->sleep_mutex);
+    if (state == THREAD_IDLE)
+        return 0;
+    pthread_mutex_lock(&w->control); /* a second stopper waits for the first */
+    pthread_mutex_lock(&w->sleep_mutex);
+    if (w->thread_state != THREAD_RUNNING) {
+        pthread_mutex_unlock(&w->sleep_mutex);
+        pthread_mutex_unlock(&w->control);
+        return 0;
+    }
+    w->thread_state = THREAD_STOPPING;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->sleep_mutex);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_lock(&w->sleep_mutex);
+    w->thread_state = THREAD_IDLE;
+    pthread_mutex_unlock(&w->sleep_mutex);
+    pthread_mutex_unlock(&w->control);
+    return 0;
+}
+
+/* ==== API: inspection =================================================== */
+
+TW_EXPORT uint64_t tw_now(tw_wheel *w)
+{
+    uint64_t now;
+    if (!w)
+        return 0;
+    lock(w);
+    now = w->now;
+    unlock(w);
+    return now;
+}
+
+TW_EXPORT uint64_t tw_count(tw_wheel *w)
+{
+    uint64_t live;
+    if (!w)
+        return 0;
+    lock(w);
+    live = w->live;
+    unlock(w);
+    return live;
+}
+
+TW_EXPORT uint32_t tw_tick_us(tw_wheel *w)
+{
+    return w ? w->tick_us : 0;
+}
+
+TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
+{
+    struct tw_stats s;
+    int level;
+    size_t size;
+    if (!w || !stats || stats->size < 8)
+        return -EINVAL;
+    size = stats->size < sizeof s ? stats->size : sizeof s;
+    memset(&s, 0, sizeof s);
+    s.size = (uint32_t)size;
+    s.tick_us = w->tick_us;
+    lock(w);
+    s.now = w->now;
+    s.pending = w->live;
+    s.pending_due = w->group_count[5] + w->group_count[6];
+    s.pending_near = w->group_count[0];
+    for (level = 0; level < LEVELS; level++)
+        s.pending_level[level] = w->group_count[1 + level];
+    s.pool_capacity = (uint64_t)w->chunk_count * CHUNK_NODES;
+    s.pool_free = w->free_count + (s.pool_capacity - w->used);
+    s.bytes = w->bytes;
+    s.added = w->added;
+    s.fired = w->fired;
+    s.cancelled = w->cancelled;
+    s.rescheduled = w->rescheduled;
+    s.cascaded = w->cascaded;
+    s.rebases = w->rebases;
+    unlock(w);
+    memcpy(stats, &s, size);
+    return 0;
+}
+
+/* Walks every list and the free list; lock held. Returns 1 if consistent. */
+static int consistent(const tw_wheel *w)
+{
+    uint64_t counts[GROUP_COUNT] = {0};
+    uint64_t linked = 0, free_nodes = 0, live;
+    uint32_t time = (uint32_t)w->now, index;
+    unsigned list;
+    int group;
+    for (list = 0; list < LIST_COUNT; list++) {
+        const struct list *l = &w->lists[list];
+        uint32_t prev = NIL;
+        uint64_t steps = 0;
+        for (index = l->head; index != NIL;) {
+            const struct node *n;
+            if (index >= w->used || ++steps > w->used)
+                return 0;
+            n = node_at(w, index);
+            if (n->state != NODE_LINKED || n->list != list || n->prev != prev)
+                return 0;
+            if (list < LIST_SLOTS &&
+                (n->expire == time || slot_for(n->expire, time) != list ||
+                 (uint32_t)(n->expire - time) > TW_MAX_DELAY))
+                return 0;
+            counts[group_of(list)]++;
+            prev = index;
+            index = n->next;
+        }
+        if (l->tail != prev)
+            return 0;
+        if (list < LIST_SLOTS &&
+            (int)((w->occupied[list >> 6] >> (list & 63)) & 1) != (l->head != NIL))
+            return 0;
+    }
+    for (group = 0; group < GROUP_COUNT; group++) {
+        if (counts[group] != w->group_count[group])
+            return 0;
+        linked += counts[group];
+    }
+    live = linked;
+    if (w->running != NIL) {
+        const struct node *n = node_at(w, w->running);
+        if (n->state == NODE_DETACHED && n->interval)
+            live++;
+    }
+    if (live != w->live)
+        return 0;
+    for (index = w->free_head; index != NIL; index = node_at(w, index)->next) {
+        if (index >= w->used || ++free_nodes > w->free_count ||
+            node_at(w, index)->state != NODE_FREE)
+            return 0;
+    }
+    return free_nodes == w->free_count &&
+           free_nodes + linked + (w->running != NIL) <= w->used;
+}
+
+TW_EXPORT int tw_check(tw_wheel *w)
+{
+    int ok;
+    if (!w)
+        return -EINVAL;
+    lock(w);
+    ok = consistent(w);
+    unlock(w);
+    return ok ? 0 : -EFAULT;
+}
+
+TW_EXPORT const char *tw_strerror(int error)
+{
+    switch (error < 0 ? -error : error) {
+    case 0: return "success";
+    case EINVAL: return "invalid argument";
+    case ERANGE: return "delay, interval or tick out of range";
+    case ENOSPC: return "pending timer cap reached";
+    case ENOMEM: return "out of memory";
+    case EBUSY: return "wheel is busy: being driven or destroyed";
+    case EDEADLK: return "would deadlock: called from the timer thread";
+    case EMFILE: return "too many distinct release functions on one wheel";
+    case EFAULT: return "wheel invariant broken";
+    default: return "unknown error";
+    }
+}
+
+TW_EXPORT uint32_t tw_version(void)
+{
+    return TW_VERSION_HEX;
+}
+
+TW_EXPORT const char *tw_version_string(void)
+{
+    return TW_VERSION_STRING;
+}
+
+/* ==== API: function table ===============================================
+ * One constant table per library; it only ever grows at its end, so a host
+ * built against version N can use any library of version >= N. */
+
+static const struct tw_api api_table = {
+    sizeof(struct tw_api),
+    TW_API_VERSION,
+    tw_version,
+    tw_version_string,
+    tw_strerror,
+    tw_config_init,
+    tw_create,
+    tw_destroy,
+    tw_add,
+    tw_add_periodic,
+    tw_add_ex,
+    tw_cancel,
+    tw_reschedule,
+    tw_remaining,
+    tw_gettime,
+    tw_expire,
+    tw_advance,
+    tw_next_expiry,
+    tw_timeout_ms,
+    tw_thread_start,
+    tw_thread_stop,
+    tw_now,
+    tw_count,
+    tw_tick_us,
+    tw_get_stats,
+    tw_check,
+};
+
+TW_EXPORT const struct tw_api *tw_get_api(uint32_t version)
+{
+    if (version == 0 || version > TW_API_VERSION)
+        return NULL;
+    return &api_table;
+}

@@ -1,0 +1,321 @@
+/*
+ * twheel: a hierarchical timing wheel (skynet's near[256] + t[4][64] shape)
+ * with real cancellation, occupancy bitmaps, a node pool and a plain C ABI.
+ *
+ * This header is the whole public API. Every exported name starts with tw_ or
+ * TW_. Time is counted in ticks; a wheel's tick length is fixed at creation.
+ *
+ * Error convention: functions returning int return a negative errno value on
+ * failure (-EINVAL, -ERANGE, -ENOSPC, -ENOMEM, -EBUSY, -EDEADLK, -EMFILE);
+ * functions returning a pointer or a tw_id return NULL / 0 and set errno.
+ * tw_strerror() names every code.
+ */
+#ifndef TW_TIMER_H
+#define TW_TIMER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version ------------------------------------------------------------ */
+
+#define TW_VERSION_MAJOR 1
+#define TW_VERSION_MINOR 0
+#define TW_VERSION_PATCH 0
+#define TW_VERSION_HEX                                                        \
+    ((TW_VERSION_MAJOR << 16) | (TW_VERSION_MINOR << 8) | TW_VERSION_PATCH)
+#define TW_VERSION_STRING "1.0.0"
+
+/* Version of the function table returned by tw_get_api(). */
+#define TW_API_VERSION 1
+
+/* Symbols are exported with default visibility from the shared library. An
+ * embedder that compiles timer.c into its own tree may define TW_EXPORT
+ * (for example as nothing, or as `static` in a unity build) before including
+ * this header. */
+#ifndef TW_EXPORT
+#if defined(__GNUC__) || defined(__clang__)
+#define TW_EXPORT __attribute__((visibility("default")))
+#else
+#define TW_EXPORT
+#endif
+#endif
+
+/* ---- types -------------------------------------------------------------- */
+
+typedef struct tw_wheel tw_wheel;
+
+/* Names one timer of one wheel: a pool index plus a generation counter.
+ * 0 is never a valid id. An id stays unique for the wheel's lifetime: once its
+ * timer is gone, the id matches nothing, even after its node is reused. */
+typedef uint64_t tw_id;
+
+/* "No timer pending" from tw_next_expiry() and tw_remaining(). */
+#define TW_NEVER UINT64_MAX
+
+/* Longest delay or interval in ticks: 2^32 - 2^26 (about 48.9 days of 1 ms
+ * ticks, 489 days of 10 ms ticks). Longer requests fail with ERANGE. */
+#define TW_MAX_DELAY UINT64_C(4227858432)
+
+/* tw_now() never goes past this tick (2^63 - 1). */
+#define TW_MAX_TICK UINT64_C(9223372036854775807)
+
+/* Tick length limits in microseconds (1 µs .. 1 hour). */
+#define TW_MIN_TICK_US 1u
+#define TW_MAX_TICK_US 3600000000u
+
+/* Called on the driving thread, with the wheel's lock released, when a timer
+ * fires. It may add, cancel and reschedule timers of the same wheel, its own
+ * included. tw_now(w) is the tick the timer was due at. */
+typedef void tw_callback(tw_wheel *wheel, tw_id id, void *user_data);
+
+/* Hands a timer's user data back, exactly once, when the wheel is done with
+ * it: after a one-shot's callback returned, when a cancel succeeds, or at
+ * tw_destroy() for timers still pending. Signature-compatible with free(). */
+typedef void tw_release(void *user_data);
+
+/* A monotonic clock in microseconds, for tw_expire(). */
+typedef uint64_t tw_clock_fn(void *context);
+
+/* realloc-style allocator: (NULL, n) allocates, (p, n) resizes, (p, 0) frees
+ * and returns NULL. Returning NULL for n > 0 is an allocation failure. */
+typedef void *tw_realloc_fn(void *pointer, size_t size, void *context);
+
+enum tw_lock_kind {
+    TW_LOCK_SPIN = 0, /* ticket spinlock (C11 atomics, CPU pause); default */
+    TW_LOCK_MUTEX = 1, /* pthread mutex */
+    TW_LOCK_NONE = 2 /* single-threaded use: no lock, no atomic operations */
+};
+
+enum tw_clock_kind {
+    TW_CLOCK_MONOTONIC = 0, /* CLOCK_MONOTONIC; default */
+    TW_CLOCK_MONOTONIC_COARSE = 1 /* cheaper, jiffy resolution (Linux) */
+};
+
+/* Creation parameters. Always start from tw_config_init(), which sets `size`
+ * and the defaults, then change what you need. */
+struct tw_config {
+    uint32_t size;      /* sizeof(struct tw_config), set by tw_config_init */
+    uint32_t tick_us;   /* tick length in µs; default 1000 (skynet: 10000) */
+    int lock;           /* enum tw_lock_kind; default TW_LOCK_SPIN */
+    int clock;          /* enum tw_clock_kind; ignored when clock_fn is set */
+    tw_clock_fn *clock_fn;      /* optional clock (fake clocks, simulation) */
+    void *clock_context;        /* passed to clock_fn */
+    tw_realloc_fn *realloc_fn;  /* optional allocator; default libc */
+    void *alloc_context;        /* passed to realloc_fn */
+    uint64_t max_timers;        /* cap on pending timers; 0 = no cap */
+    uint64_t start_tick;        /* initial tw_now(); default 0 */
+};
+
+/* Counters for operators. Set `size` to sizeof(struct tw_stats) before the
+ * call; fields beyond `size` are not written. */
+struct tw_stats {
+    uint32_t size;
+    uint32_t tick_us;
+    uint64_t now;             /* tw_now() */
+    uint64_t pending;         /* tw_count() */
+    uint64_t pending_due;     /* due, waiting for the next advance/expire */
+    uint64_t pending_near;    /* in near[256] */
+    uint64_t pending_level[4]; /* in t[0..3][64] */
+    uint64_t pool_capacity;   /* nodes allocated */
+    uint64_t pool_free;       /* nodes on the free list */
+    uint64_t bytes;           /* bytes held from the allocator, wheel included */
+    uint64_t added;           /* timers added */
+    uint64_t fired;           /* callbacks run */
+    uint64_t cancelled;       /* cancels that returned 1 */
+    uint64_t rescheduled;     /* reschedules that returned 1 */
+    uint64_t cascaded;        /* node moves from t[i] to a lower level */
+    uint64_t rebases;         /* clock went backwards: reference re-based */
+};
+
+/* ---- wheel lifetime ----------------------------------------------------- */
+
+/* Fills *config with the defaults (1 ms ticks, spinlock, CLOCK_MONOTONIC,
+ * libc allocator, no cap, start tick 0). Thread-safe. */
+TW_EXPORT void tw_config_init(struct tw_config *config);
+
+/* Creates a wheel. config may be NULL for the defaults. Returns NULL with
+ * errno EINVAL (bad size, tick_us outside TW_MIN_TICK_US..TW_MAX_TICK_US,
+ * unknown lock or clock kind, start_tick > TW_MAX_TICK, unknown non-zero
+ * bytes past the fields this library knows) or ENOMEM. Thread-safe; no global
+ * state is shared between wheels. */
+TW_EXPORT tw_wheel *tw_create(const struct tw_config *config);
+
+/* Stops the timer thread if one runs (joining it), hands every pending
+ * timer's user data to its release hook (callbacks never run), and frees the
+ * wheel. Returns 0; 0 for NULL; -EBUSY (and does nothing) when called while
+ * the wheel is being driven, for example from one of its own callbacks.
+ * Calling it while another thread still uses the wheel is the caller's error. */
+TW_EXPORT int tw_destroy(tw_wheel *wheel);
+
+/* ---- timers ------------------------------------------------------------- */
+
+/* Adds a one-shot timer due `delay` ticks from tw_now(). delay 0 fires at the
+ * start of the next tw_advance()/tw_expire() call. No release hook.
+ * Returns its id, or 0 with errno EINVAL (NULL wheel or callback), ERANGE
+ * (delay > TW_MAX_DELAY), ENOSPC (max_timers reached), ENOMEM, or EBUSY
+ * (the wheel is being destroyed). On failure nothing is scheduled and
+ * user_data stays the caller's. Thread-safe. */
+TW_EXPORT tw_id tw_add(tw_wheel *wheel, uint64_t delay, tw_callback *callback,
+                       void *user_data);
+
+/* Adds a fixed-rate periodic timer: the k-th firing (k = 0, 1, ...) is due at
+ * tw_now() + first + k * interval, however late earlier callbacks ran; a
+ * driver that fell behind runs every missed firing, in order. interval must
+ * be 1..TW_MAX_DELAY (0 gives EINVAL), first 0..TW_MAX_DELAY. Errors as
+ * tw_add(). Runs until cancelled. Thread-safe. */
+TW_EXPORT tw_id tw_add_periodic(tw_wheel *wheel, uint64_t first,
+                                uint64_t interval, tw_callback *callback,
+                                void *user_data);
+
+/* The general form: interval 0 makes a one-shot. release (may be NULL) gets
+ * user_data back exactly once when the wheel is done with the timer. A wheel
+ * remembers up to 255 distinct release functions (EMFILE past that). Errors
+ * as tw_add(). Thread-safe. */
+TW_EXPORT tw_id tw_add_ex(tw_wheel *wheel, uint64_t delay, uint64_t interval,
+                          tw_callback *callback, tw_release *release,
+                          void *user_data);
+
+/* Cancels a timer in O(1). Returns 1 when the timer was live: its callback
+ * will not start again, and its user data has been (or, for a periodic timer
+ * cancelled from inside its own callback, will be right after that callback)
+ * handed to its release hook. Returns 0 when there was nothing to cancel:
+ * id 0, an unknown or stale id, a timer that already fired, a second cancel.
+ * When a one-shot's callback is running on another thread, waits for it to
+ * finish and returns 0; from inside that callback, returns 0 at once.
+ * Returns -EINVAL for a NULL wheel. Thread-safe. */
+TW_EXPORT int tw_cancel(tw_wheel *wheel, tw_id id);
+
+/* Moves a live timer in O(1) so that it is next due `delay` ticks from
+ * tw_now() (a periodic timer then continues every interval from there).
+ * Counts as a new insertion for ordering within a tick. Returns 1 on success;
+ * 0 when the id is not live (including a one-shot whose callback has started);
+ * -EINVAL for a NULL wheel; -ERANGE when delay > TW_MAX_DELAY (the timer is
+ * left untouched). Thread-safe. */
+TW_EXPORT int tw_reschedule(tw_wheel *wheel, tw_id id, uint64_t delay);
+
+/* Ticks until the timer's next firing: 0 when it is due, TW_NEVER when the id
+ * is not live or the wheel is NULL. Thread-safe. */
+TW_EXPORT uint64_t tw_remaining(tw_wheel *wheel, tw_id id);
+
+/* ---- driving ------------------------------------------------------------ */
+
+/* Monotonic time in microseconds (CLOCK_MONOTONIC). Thread-safe. */
+TW_EXPORT uint64_t tw_gettime(void);
+
+/* Reads the wheel's clock, turns the time elapsed since the wheel's reference
+ * point into whole ticks (the remainder carries over: no drift), advances to
+ * that tick and runs every due callback. A clock that went backwards re-bases
+ * the reference point at the current tick and runs nothing. Returns the
+ * number of callbacks run, -EINVAL for NULL, -EBUSY when the wheel is already
+ * being driven (from a callback, or by another thread), -ERANGE past
+ * TW_MAX_TICK. Call from one driving thread at a time. */
+TW_EXPORT int64_t tw_expire(tw_wheel *wheel);
+
+/* Advances the wheel by `ticks` without a clock (frame-driven games,
+ * simulation, tests) and runs every due callback, in due-tick order, FIFO
+ * within a tick. Timers already due run first, even when ticks is 0. Empty
+ * stretches are skipped in O(1) per occupied slot, with every cascade done
+ * exactly as ticking one by one would. Returns as tw_expire(). */
+TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
+
+/* Ticks until the earliest pending timer is due: 0 when one is due now,
+ * TW_NEVER when nothing is pending or the wheel is NULL. Exact. O(1) when a
+ * timer is due within the current 256-tick window, otherwise one scan of a
+ * single slot. Thread-safe. */
+TW_EXPORT uint64_t tw_next_expiry(tw_wheel *wheel);
+
+/* Milliseconds until the earliest timer is due by the wheel's clock, rounded
+ * up, for epoll_wait()/poll(): -1 when nothing is pending (or NULL wheel),
+ * 0 when something is due, at most INT32_MAX. Thread-safe. */
+TW_EXPORT int32_t tw_timeout_ms(tw_wheel *wheel);
+
+/* Starts a dedicated thread that calls tw_expire() every period_us
+ * microseconds (skynet: 2500); callbacks then run on that thread. Returns 0,
+ * -EINVAL (NULL wheel, period_us 0, or a TW_LOCK_NONE wheel), -EBUSY (already
+ * running) or a negative pthread error. Thread-safe. */
+TW_EXPORT int tw_thread_start(tw_wheel *wheel, uint32_t period_us);
+
+/* Stops the timer thread and joins it. Returns 0, also when no thread runs
+ * (safe to call twice); -EINVAL for NULL; -EDEADLK when called from the timer
+ * thread itself (a callback), where joining would deadlock. Thread-safe. */
+TW_EXPORT int tw_thread_stop(tw_wheel *wheel);
+
+/* ---- inspection --------------------------------------------------------- */
+
+/* Current tick (64-bit, never wraps); 0 for NULL. While a callback runs it is
+ * the tick that callback was due at. Thread-safe. */
+TW_EXPORT uint64_t tw_now(tw_wheel *wheel);
+
+/* Live timers: those a tw_cancel() could still stop. 0 for NULL. */
+TW_EXPORT uint64_t tw_count(tw_wheel *wheel);
+
+/* The wheel's tick length in microseconds; 0 for NULL. */
+TW_EXPORT uint32_t tw_tick_us(tw_wheel *wheel);
+
+/* Fills *stats up to stats->size bytes. Returns 0, or -EINVAL for NULL
+ * arguments or a size smaller than 8. Thread-safe. */
+TW_EXPORT int tw_get_stats(tw_wheel *wheel, struct tw_stats *stats);
+
+/* Verifies every internal invariant (lists, bitmaps, slot placement, counts)
+ * in O(pending). Returns 0 when consistent, -EINVAL for NULL, or -EFAULT when
+ * an invariant is broken. For tests and debugging. Thread-safe. */
+TW_EXPORT int tw_check(tw_wheel *wheel);
+
+/* A short English description of an error code (negative or positive). */
+TW_EXPORT const char *tw_strerror(int error);
+
+/* TW_VERSION_HEX and TW_VERSION_STRING of the library actually loaded. */
+TW_EXPORT uint32_t tw_version(void);
+TW_EXPORT const char *tw_version_string(void);
+
+/* ---- plugin ABI --------------------------------------------------------- */
+
+/* Every function above, for hosts that dlopen the library. The table only
+ * ever grows at its end; `size` tells a host which members exist. */
+struct tw_api {
+    uint32_t size;    /* sizeof(struct tw_api) of the library */
+    uint32_t version; /* TW_API_VERSION of the library */
+    uint32_t (*version_hex)(void);
+    const char *(*version_string)(void);
+    const char *(*strerror)(int error);
+    void (*config_init)(struct tw_config *config);
+    tw_wheel *(*create)(const struct tw_config *config);
+    int (*destroy)(tw_wheel *wheel);
+    tw_id (*add)(tw_wheel *wheel, uint64_t delay, tw_callback *callback,
+                 void *user_data);
+    tw_id (*add_periodic)(tw_wheel *wheel, uint64_t first, uint64_t interval,
+                          tw_callback *callback, void *user_data);
+    tw_id (*add_ex)(tw_wheel *wheel, uint64_t delay, uint64_t interval,
+                    tw_callback *callback, tw_release *release,
+                    void *user_data);
+    int (*cancel)(tw_wheel *wheel, tw_id id);
+    int (*reschedule)(tw_wheel *wheel, tw_id id, uint64_t delay);
+    uint64_t (*remaining)(tw_wheel *wheel, tw_id id);
+    uint64_t (*gettime)(void);
+    int64_t (*expire)(tw_wheel *wheel);
+    int64_t (*advance)(tw_wheel *wheel, uint64_t ticks);
+    uint64_t (*next_expiry)(tw_wheel *wheel);
+    int32_t (*timeout_ms)(tw_wheel *wheel);
+    int (*thread_start)(tw_wheel *wheel, uint32_t period_us);
+    int (*thread_stop)(tw_wheel *wheel);
+    uint64_t (*now)(tw_wheel *wheel);
+    uint64_t (*count)(tw_wheel *wheel);
+    uint32_t (*tick_us)(tw_wheel *wheel);
+    int (*get_stats)(tw_wheel *wheel, struct tw_stats *stats);
+    int (*check)(tw_wheel *wheel);
+};
+
+/* Returns the function table for API version `version` (1 ..
+ * TW_API_VERSION), or NULL for 0 or a version newer than this library.
+ * The table is constant and lives as long as the library is loaded. */
+TW_EXPORT const struct tw_api *tw_get_api(uint32_t version);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TW_TIMER_H */
