@@ -58,18 +58,19 @@ typedef uint32_t ticket_counter;
 #define LEVEL_MASK (LEVEL_SIZE - 1)
 #define LEVELS 4
 
-/* Every node sits on exactly one list, named by a small number: the 256
- * near slots, the 4*64 level slots, the due list (due now, waiting for the
- * next advance) and the batch (taken out for dispatch, not yet run). */
+/* Every pending node sits on exactly one list, named by a small number: the
+ * 256 near slots, the 4*64 level slots, and two due lists that take turns:
+ * one collects timers due now for the next advance while the driver runs
+ * the other. */
 #define LIST_LEVEL0 NEAR_SIZE
 #define LIST_SLOTS (NEAR_SIZE + LEVELS * LEVEL_SIZE) /* 512 */
-#define LIST_DUE LIST_SLOTS
-#define LIST_BATCH (LIST_SLOTS + 1)
+#define LIST_DUE_A LIST_SLOTS
+#define LIST_DUE_B (LIST_SLOTS + 1)
 #define LIST_COUNT (LIST_SLOTS + 2)
 #define LIST_NONE 0xffffu
 
-/* Pending counters per group: near, level 0..3, due, batch. */
-#define GROUP_COUNT 7
+/* Pending counters per group: near, level 0..3, due. */
+#define GROUP_COUNT 6
 
 #define NIL UINT32_MAX
 
@@ -125,7 +126,9 @@ struct tw_wheel {
     uint32_t free_count;
 
     /* dispatch */
-    uint32_t running; /* node whose callback is running, or NIL */
+    unsigned due_list;    /* the due list collecting timers for next time */
+    unsigned dispatching; /* list being dispatched, or LIST_NONE */
+    uint32_t running;     /* node whose callback is running, or NIL */
     int driving;      /* inside tw_advance/tw_expire */
     int destroying;
     pthread_t driver; /* valid while driving */
@@ -306,7 +309,7 @@ static int group_of(unsigned list)
         return 0;
     if (list < LIST_SLOTS)
         return 1 + (int)((list - LIST_LEVEL0) >> LEVEL_BITS);
-    return 5 + (int)(list - LIST_DUE);
+    return 5;
 }
 
 static void link_tail(tw_wheel *w, unsigned list, uint32_t index)
@@ -425,7 +428,7 @@ static void schedule(tw_wheel *w, uint32_t index, uint64_t due)
 {
     node_at(w, index)->expire = (uint32_t)due;
     if (due <= w->now)
-        link_tail(w, LIST_DUE, index);
+        link_tail(w, w->due_list, index);
     else
         link_tail(w, slot_for((uint32_t)due, (uint32_t)w->now), index);
 }
@@ -524,29 +527,35 @@ static void cascade(tw_wheel *w)
                 break;
         }
     }
+    /* Detach the whole slot and relink node by node: this walk is a chain
+     * of cache misses, so touch nothing but the node itself, and ask for the
+     * next one while this one is relinked. */
     list = LIST_LEVEL0 + level * LEVEL_SIZE + index;
-    while ((node = w->lists[list].head) != NIL) {
-        unlink_node(w, node);
-        link_tail(w, slot_for(node_at(w, node)->expire, time), node);
+    node = w->lists[list].head;
+    w->lists[list].head = w->lists[list].tail = NIL;
+    w->occupied[list >> 6] &= ~(UINT64_C(1) << (list & 63));
+    while (node != NIL) {
+        struct node *n = node_at(w, node);
+        uint32_t next = n->next;
+#if defined(__GNUC__)
+        if (next != NIL)
+            __builtin_prefetch(node_at(w, next), 1);
+#endif
+        w->group_count[1 + level]--;
+        link_tail(w, slot_for(n->expire, time), node);
         w->cascaded++;
+        node = next;
     }
 }
 
 /* ==== dispatch ==========================================================
- * Due nodes are moved to the batch list; each is taken off the batch under
- * the lock and its callback runs with the lock released. A cancel of a node
- * still on the batch simply unlinks it, so once tw_cancel returned 1 that
+ * A due list is dispatched in place: each node is taken off its head under
+ * the lock and its callback runs with the lock released. Nothing new can
+ * land on that list meanwhile (a near slot only receives timers due in a
+ * later window, and due-now timers go to the other due list), and a cancel
+ * of a node still on it simply unlinks it, so once tw_cancel returned 1 that
  * callback never starts. A node is never freed while its callback runs:
  * whatever happened to it meanwhile is settled when the callback returns. */
-
-static void move_list(tw_wheel *w, unsigned from, unsigned to)
-{
-    uint32_t node;
-    while ((node = w->lists[from].head) != NIL) {
-        unlink_node(w, node);
-        link_tail(w, to, node);
-    }
-}
 
 /* Frees a node and hands its user data back, lock released for the hook. */
 static void finish_node(tw_wheel *w, uint32_t index)
@@ -562,11 +571,12 @@ static void finish_node(tw_wheel *w, uint32_t index)
     node_free(w, index);
 }
 
-static int64_t run_batch(tw_wheel *w)
+static int64_t run_batch(tw_wheel *w, unsigned list)
 {
     int64_t ran = 0;
     uint32_t index;
-    while ((index = w->lists[LIST_BATCH].head) != NIL) {
+    w->dispatching = list;
+    while ((index = w->lists[list].head) != NIL) {
         struct node *n = node_at(w, index);
         uint64_t due = due_tick(w, n);
         uint32_t generation = n->generation;
@@ -587,7 +597,7 @@ static int64_t run_batch(tw_wheel *w)
              * the next firing counts from when this one was due. */
             uint64_t next = due + n->interval;
             if (next <= w->now)
-                link_tail(w, LIST_BATCH, index); /* catching up, in order */
+                link_tail(w, list, index); /* catching up, in order */
             else
                 schedule(w, index, next);
         } else if (n->state != NODE_LINKED) {
@@ -595,6 +605,7 @@ static int64_t run_batch(tw_wheel *w)
         }
         w->running = NIL;
     }
+    w->dispatching = LIST_NONE;
     return ran;
 }
 
@@ -614,11 +625,11 @@ static int on_driver_thread(const tw_wheel *w)
 static int64_t drive(tw_wheel *w, uint64_t target)
 {
     int64_t ran;
-    unsigned list;
+    unsigned list = w->due_list;
     w->driving = 1;
     w->driver = pthread_self();
-    move_list(w, LIST_DUE, LIST_BATCH);
-    ran = run_batch(w);
+    w->due_list = list == LIST_DUE_A ? LIST_DUE_B : LIST_DUE_A;
+    ran = run_batch(w, list);
     for (;;) {
         uint64_t step = next_event(w, &list);
         if (step == TW_NEVER || step > target - w->now)
@@ -626,8 +637,7 @@ static int64_t drive(tw_wheel *w, uint64_t target)
         w->now += step;
         if (((uint32_t)w->now & NEAR_MASK) == 0)
             cascade(w);
-        move_list(w, (uint32_t)w->now & NEAR_MASK, LIST_BATCH);
-        ran += run_batch(w);
+        ran += run_batch(w, (uint32_t)w->now & NEAR_MASK);
     }
     w->now = target;
     w->driving = 0;
@@ -658,7 +668,8 @@ static uint64_t next_expiry_locked(const tw_wheel *w)
 {
     unsigned list;
     uint64_t step;
-    if (w->lists[LIST_DUE].head != NIL || w->lists[LIST_BATCH].head != NIL)
+    if (w->lists[LIST_DUE_A].head != NIL || w->lists[LIST_DUE_B].head != NIL ||
+        (w->dispatching != LIST_NONE && w->lists[w->dispatching].head != NIL))
         return 0;
     step = next_event(w, &list);
     if (step != TW_NEVER && list >= LIST_LEVEL0) {
@@ -819,6 +830,8 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
         w->lists[list].head = w->lists[list].tail = NIL;
     w->free_head = NIL;
     w->running = NIL;
+    w->due_list = LIST_DUE_A;
+    w->dispatching = LIST_NONE;
     w->lock_kind = c.lock;
     ticket_init(&w->next_ticket);
     ticket_init(&w->serving);
@@ -1204,7 +1217,7 @@ TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
     lock(w);
     s.now = w->now;
     s.pending = w->live;
-    s.pending_due = w->group_count[5] + w->group_count[6];
+    s.pending_due = w->group_count[5];
     s.pending_near = w->group_count[0];
     for (level = 0; level < LEVELS; level++)
         s.pending_level[level] = w->group_count[1 + level];
@@ -1241,9 +1254,12 @@ static int consistent(const tw_wheel *w)
             n = node_at(w, index);
             if (n->state != NODE_LINKED || n->list != list || n->prev != prev)
                 return 0;
-            if (list < LIST_SLOTS &&
+            /* the slot being dispatched holds timers due now */
+            if (list < LIST_SLOTS && list != w->dispatching &&
                 (n->expire == time || slot_for(n->expire, time) != list ||
                  (uint32_t)(n->expire - time) > TW_MAX_DELAY))
+                return 0;
+            if (list == w->dispatching && list < NEAR_SIZE && n->expire != time)
                 return 0;
             counts[group_of(list)]++;
             prev = index;
