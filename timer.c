@@ -69,6 +69,15 @@ typedef uint32_t ticket_counter;
 #define LIST_COUNT (LIST_SLOTS + 2)
 #define LIST_NONE 0xffffu
 
+/* A node's `list` field names its list. On a due list, the due tick may lie
+ * more than 2^32 ticks back (a callback re-armed it during a long jump), so
+ * the field also keeps bits 32..45 of the due tick: flag | which list |
+ * 14 epoch bits. */
+#define DUE_FLAG 0x8000u
+#define DUE_WHICH_SHIFT 14
+#define DUE_EPOCH_BITS 14
+#define DUE_EPOCH_MASK ((1u << DUE_EPOCH_BITS) - 1)
+
 /* Pending counters per group: near, level 0..3, due. */
 #define GROUP_COUNT 6
 
@@ -94,7 +103,7 @@ struct node {
     uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain */
     uint32_t generation;  /* bumped on free; the high half of the id */
     uint32_t interval;    /* 0 for one-shots */
-    uint16_t list;        /* which list holds it, LIST_NONE when detached */
+    uint16_t list;        /* which list holds it (see DUE_FLAG), or LIST_NONE */
     uint8_t state;        /* enum node_state */
     uint8_t release;      /* index into tw_wheel.releases, 0 for none */
     tw_callback *callback;
@@ -129,6 +138,7 @@ struct tw_wheel {
     unsigned due_list;    /* the due list collecting timers for next time */
     unsigned dispatching; /* list being dispatched, or LIST_NONE */
     uint32_t running;     /* node whose callback is running, or NIL */
+    uint64_t running_due; /* the tick that node was due at */
     int driving;      /* inside tw_advance/tw_expire */
     int destroying;
     pthread_t driver; /* valid while driving */
@@ -312,6 +322,14 @@ static int group_of(unsigned list)
     return 5;
 }
 
+/* The list a node is on, from its `list` field. */
+static unsigned list_of(const struct node *n)
+{
+    if (n->list & DUE_FLAG)
+        return LIST_DUE_A + ((n->list >> DUE_WHICH_SHIFT) & 1);
+    return n->list;
+}
+
 static void link_tail(tw_wheel *w, unsigned list, uint32_t index)
 {
     struct list *l = &w->lists[list];
@@ -333,7 +351,7 @@ static void link_tail(tw_wheel *w, unsigned list, uint32_t index)
 static void unlink_node(tw_wheel *w, uint32_t index)
 {
     struct node *n = node_at(w, index);
-    unsigned list = n->list;
+    unsigned list = list_of(n);
     struct list *l = &w->lists[list];
     if (n->prev != NIL)
         node_at(w, n->prev)->next = n->next;
@@ -424,23 +442,36 @@ static uint64_t next_event(const tw_wheel *w, unsigned *list_out)
  * next advance; anything later goes into its slot. Appending keeps timers
  * of one tick in insertion order. */
 
+static void link_due(tw_wheel *w, unsigned list, uint32_t index, uint64_t due)
+{
+    link_tail(w, list, index);
+    node_at(w, index)->expire = (uint32_t)due;
+    node_at(w, index)->list =
+        (uint16_t)(DUE_FLAG | ((list - LIST_DUE_A) << DUE_WHICH_SHIFT) |
+                   ((due >> 32) & DUE_EPOCH_MASK));
+}
+
 static void schedule(tw_wheel *w, uint32_t index, uint64_t due)
 {
     node_at(w, index)->expire = (uint32_t)due;
     if (due <= w->now)
-        link_tail(w, w->due_list, index);
+        link_due(w, w->due_list, index, due);
     else
         link_tail(w, slot_for((uint32_t)due, (uint32_t)w->now), index);
 }
 
-/* The full 64-bit due tick of a node, from its 32-bit expire. Exact for
- * nodes in slots (due - now < 2^32); a node that waited on the due list for
- * 2^32 ticks or more reads as due less than 2^32 ticks ago. */
+/* The full 64-bit due tick of a linked node. A slot holds timers due less
+ * than 2^32 ticks ahead; a due list keeps 14 more bits, so its timers are
+ * exact up to 2^46 ticks back (beyond that, a periodic timer's missed
+ * firings are coalesced). */
 static uint64_t due_tick(const tw_wheel *w, const struct node *n)
 {
-    if (n->list < LIST_SLOTS)
+    uint64_t due, span = UINT64_C(1) << (32 + DUE_EPOCH_BITS);
+    if (!(n->list & DUE_FLAG))
         return w->now + (uint32_t)(n->expire - (uint32_t)w->now);
-    return w->now - (uint32_t)((uint32_t)w->now - n->expire);
+    due = (w->now & ~(span - 1)) |
+          ((uint64_t)(n->list & DUE_EPOCH_MASK) << 32) | n->expire;
+    return due > w->now ? due - span : due;
 }
 
 /* Index of `release` in the wheel's table (0 for NULL), or -1 when full. */
@@ -586,6 +617,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         if (!n->interval)
             w->live--; /* a one-shot's id dies as its callback starts */
         w->running = index;
+        w->running_due = due;
         w->fired++;
         unlock(w);
         callback(w, make_id(index, generation), user_data);
@@ -597,7 +629,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
              * the next firing counts from when this one was due. */
             uint64_t next = due + n->interval;
             if (next <= w->now)
-                link_tail(w, list, index); /* catching up, in order */
+                link_due(w, list, index, next); /* catching up, in order */
             else
                 schedule(w, index, next);
         } else if (n->state != NODE_LINKED) {
@@ -686,7 +718,7 @@ static uint64_t next_expiry_locked(const tw_wheel *w)
         /* a periodic timer re-arms when its running callback returns */
         const struct node *n = node_at(w, w->running);
         if (n->state == NODE_DETACHED && n->interval) {
-            uint64_t next = due_tick(w, n) + n->interval;
+            uint64_t next = w->running_due + n->interval;
             uint64_t until = next > w->now ? next - w->now : 0;
             if (until < step)
                 step = until;
@@ -993,9 +1025,10 @@ TW_EXPORT uint64_t tw_remaining(tw_wheel *w, tw_id id)
     lock(w);
     n = node_of(w, id, &index);
     if (n && n->state == NODE_LINKED) {
-        result = n->list < LIST_SLOTS ? due_tick(w, n) - w->now : 0;
+        uint64_t due = due_tick(w, n);
+        result = due > w->now ? due - w->now : 0;
     } else if (n && n->state == NODE_DETACHED && n->interval) {
-        uint64_t next = due_tick(w, n) + n->interval;
+        uint64_t next = w->running_due + n->interval;
         result = next > w->now ? next - w->now : 0;
     }
     unlock(w);
@@ -1252,7 +1285,7 @@ static int consistent(const tw_wheel *w)
             if (index >= w->used || ++steps > w->used)
                 return 0;
             n = node_at(w, index);
-            if (n->state != NODE_LINKED || n->list != list || n->prev != prev)
+            if (n->state != NODE_LINKED || list_of(n) != list || n->prev != prev)
                 return 0;
             /* the slot being dispatched holds timers due now */
             if (list < LIST_SLOTS && list != w->dispatching &&
@@ -1306,7 +1339,9 @@ TW_EXPORT int tw_check(tw_wheel *w)
 
 TW_EXPORT const char *tw_strerror(int error)
 {
-    switch (error < 0 ? -error : error) {
+    /* negate as unsigned: -INT_MIN does not fit an int */
+    unsigned code = error < 0 ? 0u - (unsigned)error : (unsigned)error;
+    switch (code) {
     case 0: return "success";
     case EINVAL: return "invalid argument";
     case ERANGE: return "delay, interval or tick out of range";

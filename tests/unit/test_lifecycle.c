@@ -1,0 +1,244 @@
+/* Wheel lifetime: config defaults, create with every lock and clock kind,
+ * start_tick, independence of wheels, destroy with pending timers, and the
+ * calls that are refused while the wheel is being driven. */
+#include "helpers.h"
+
+static void test_config_defaults(void **state)
+{
+    (void)state;
+    struct tw_config c;
+    memset(&c, 0x5a, sizeof c);
+    tw_config_init(&c);
+    assert_int_equal(c.size, sizeof(struct tw_config));
+    assert_int_equal(c.tick_us, 1000);
+    assert_int_equal(c.lock, TW_LOCK_SPIN);
+    assert_int_equal(c.clock, TW_CLOCK_MONOTONIC);
+    assert_null(c.clock_fn);
+    assert_null(c.clock_context);
+    assert_null(c.realloc_fn);
+    assert_null(c.alloc_context);
+    assert_int_equal(c.max_timers, 0);
+    assert_int_equal(c.start_tick, 0);
+}
+
+static void test_create_null_config_defaults(void **state)
+{
+    (void)state;
+    tw_wheel *w = new_wheel_cfg(NULL);
+    assert_int_equal(tw_tick_us(w), 1000);
+    assert_int_equal(tw_now(w), 0);
+    assert_int_equal(tw_count(w), 0);
+    assert_int_equal(tw_next_expiry(w), TW_NEVER);
+    assert_int_equal(tw_timeout_ms(w), -1);
+    CHECK(w);
+    drop(w);
+}
+
+/* Each lock kind works for single-threaded use. */
+static void test_every_lock_kind(void **state)
+{
+    (void)state;
+    const int kinds[] = {TW_LOCK_SPIN, TW_LOCK_MUTEX, TW_LOCK_NONE};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        rec_reset();
+        struct tw_config c;
+        tw_config_init(&c);
+        c.lock = kinds[k];
+        tw_wheel *w = new_wheel_cfg(&c);
+        assert_int_not_equal(tw_add(w, 3, rec_cb, TAG(1)), 0);
+        assert_int_not_equal(tw_add(w, 1, rec_cb, TAG(2)), 0);
+        assert_int_equal(tw_advance(w, 5), 2);
+        ASSERT_NFIRES(2);
+        ASSERT_FIRE(0, 1, 2);
+        ASSERT_FIRE(1, 3, 1);
+        CHECK(w);
+        drop(w);
+    }
+}
+
+static void test_every_clock_kind(void **state)
+{
+    (void)state;
+    const int kinds[] = {TW_CLOCK_MONOTONIC, TW_CLOCK_MONOTONIC_COARSE};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        struct tw_config c;
+        tw_config_init(&c);
+        c.lock = TW_LOCK_NONE;
+        c.clock = kinds[k];
+        tw_wheel *w = new_wheel_cfg(&c);
+        /* The real clock may or may not have moved a tick: only the sign of
+         * the result is fixed. */
+        assert_true(tw_expire(w) >= 0);
+        assert_true(tw_now(w) < 1000000);
+        CHECK(w);
+        drop(w);
+    }
+}
+
+static void test_tick_length_is_kept(void **state)
+{
+    (void)state;
+    const uint32_t lengths[] = {TW_MIN_TICK_US, 1000, 10000, TW_MAX_TICK_US};
+    for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
+        struct tw_config c;
+        tw_config_init(&c);
+        c.tick_us = lengths[k];
+        tw_wheel *w = new_wheel_cfg(&c);
+        assert_int_equal(tw_tick_us(w), lengths[k]);
+        drop(w);
+    }
+}
+
+static void test_start_tick(void **state)
+{
+    (void)state;
+    const uint64_t starts[] = {1, 255, UINT64_C(1) << 32,
+                               (UINT64_C(1) << 32) - 1, TW_MAX_TICK - 1000,
+                               TW_MAX_TICK};
+    for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
+        rec_reset();
+        tw_wheel *w = new_wheel(starts[k]);
+        assert_int_equal(tw_now(w), starts[k]);
+        CHECK(w);
+        if (starts[k] <= TW_MAX_TICK - 10) {
+            assert_int_not_equal(tw_add(w, 7, rec_cb, TAG(1)), 0);
+            assert_int_equal(tw_advance(w, 10), 1);
+            ASSERT_FIRE(0, starts[k] + 7, 1);
+            assert_int_equal(tw_now(w), starts[k] + 10);
+        }
+        drop(w);
+    }
+}
+
+/* The config is copied: changing it after tw_create changes nothing. */
+static void test_config_is_copied(void **state)
+{
+    (void)state;
+    struct tw_config c;
+    tw_config_init(&c);
+    c.lock = TW_LOCK_NONE;
+    c.tick_us = 250;
+    tw_wheel *w = new_wheel_cfg(&c);
+    c.tick_us = 999;
+    c.max_timers = 1;
+    assert_int_equal(tw_tick_us(w), 250);
+    assert_int_not_equal(tw_add(w, 1, rec_cb, TAG(1)), 0);
+    assert_int_not_equal(tw_add(w, 1, rec_cb, TAG(2)), 0);
+    drop(w);
+}
+
+/* No shared state: driving one wheel never fires another wheel's timers. */
+static void test_wheels_are_independent(void **state)
+{
+    (void)state;
+    tw_wheel *a = new_wheel(0);
+    tw_wheel *b = new_wheel(1000);
+    assert_int_not_equal(tw_add(a, 5, rec_cb, TAG(1)), 0);
+    assert_int_not_equal(tw_add(b, 5, rec_cb, TAG(2)), 0);
+    assert_int_equal(tw_advance(b, 10), 1);
+    ASSERT_NFIRES(1);
+    ASSERT_FIRE(0, 1005, 2);
+    assert_int_equal(tw_now(a), 0);
+    assert_int_equal(tw_count(a), 1);
+    assert_int_equal(tw_count(b), 0);
+    assert_int_equal(tw_advance(a, 5), 1);
+    ASSERT_FIRE(1, 5, 1);
+    drop(a);
+    drop(b);
+}
+
+/* Destroy never fires pending timers, whatever their level. */
+static void test_destroy_with_pending_fires_nothing(void **state)
+{
+    (void)state;
+    tw_wheel *w = new_wheel(0);
+    const uint64_t delays[] = {0, 1, 255, 256, 1u << 14, 1u << 20, 1u << 26,
+                               TW_MAX_DELAY};
+    for (size_t i = 0; i < sizeof delays / sizeof delays[0]; i++)
+        assert_int_not_equal(tw_add(w, delays[i], rec_cb, TAG(i)), 0);
+    assert_int_not_equal(tw_add_periodic(w, 3, 5, rec_cb, TAG(99)), 0);
+    assert_int_equal(tw_count(w), 9);
+    drop(w);
+    ASSERT_NFIRES(0);
+}
+
+static void test_destroy_null(void **state)
+{
+    (void)state;
+    assert_int_equal(tw_destroy(NULL), 0);
+}
+
+/* ---- calls refused while driving --------------------------------------- */
+
+static struct {
+    int destroy_ret;
+    int64_t advance_ret;
+    int64_t expire_ret;
+    int calls;
+} inside;
+
+static void reentrant_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    (void)id;
+    (void)user_data;
+    inside.calls++;
+    inside.destroy_ret = tw_destroy(w);
+    inside.advance_ret = tw_advance(w, 1);
+    inside.expire_ret = tw_expire(w);
+}
+
+static void test_destroy_and_drive_from_callback_are_busy(void **state)
+{
+    (void)state;
+    memset(&inside, 0, sizeof inside);
+    tw_wheel *w = new_wheel(0);
+    assert_int_not_equal(tw_add(w, 2, reentrant_cb, NULL), 0);
+    assert_int_not_equal(tw_add(w, 4, rec_cb, TAG(7)), 0);
+    assert_int_equal(tw_advance(w, 3), 1);
+    assert_int_equal(inside.calls, 1);
+    assert_int_equal(inside.destroy_ret, -EBUSY);
+    assert_int_equal(inside.advance_ret, -EBUSY);
+    assert_int_equal(inside.expire_ret, -EBUSY);
+    /* Nothing moved: the refused advance did not run the tick-4 timer. */
+    assert_int_equal(tw_now(w), 3);
+    ASSERT_NFIRES(0);
+    assert_int_equal(tw_count(w), 1);
+    CHECK(w);
+    assert_int_equal(tw_advance(w, 1), 1);
+    ASSERT_FIRE(0, 4, 7);
+    drop(w);
+}
+
+/* A wheel can be created and destroyed many times without leaking (the
+ * sanitizer and valgrind runs check the leak part). */
+static void test_create_destroy_loop(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 200; i++) {
+        tw_wheel *w = new_wheel((uint64_t)i);
+        for (int j = 0; j < i; j++)
+            assert_int_not_equal(tw_add(w, (uint64_t)j * 97, rec_cb, NULL),
+                                 0);
+        drop(w);
+    }
+    ASSERT_NFIRES(0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_config_defaults),
+        T(test_create_null_config_defaults),
+        T(test_every_lock_kind),
+        T(test_every_clock_kind),
+        T(test_tick_length_is_kept),
+        T(test_start_tick),
+        T(test_config_is_copied),
+        T(test_wheels_are_independent),
+        T(test_destroy_with_pending_fires_nothing),
+        T(test_destroy_null),
+        T(test_destroy_and_drive_from_callback_are_busy),
+        T(test_create_destroy_loop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
