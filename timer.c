@@ -28,20 +28,21 @@
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L &&              \
     !defined(__STDC_NO_ATOMICS__)
 #include <stdatomic.h>
-typedef atomic_uint_least32_t ticket_counter;
-#define ticket_init(p) atomic_init((p), 0)
-#define ticket_take(p) atomic_fetch_add_explicit((p), 1, memory_order_relaxed)
-#define ticket_load_acquire(p) atomic_load_explicit((p), memory_order_acquire)
-#define ticket_load_relaxed(p) atomic_load_explicit((p), memory_order_relaxed)
-#define ticket_store_release(p, v)                                            \
+typedef atomic_uint spin_word;
+#define spin_init(p) atomic_init((p), 0u)
+#define spin_load(p) atomic_load_explicit((p), memory_order_relaxed)
+#define spin_store(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+#define spin_exchange_acquire(p, v)                                           \
+    atomic_exchange_explicit((p), (v), memory_order_acquire)
+#define spin_store_release(p, v)                                              \
     atomic_store_explicit((p), (v), memory_order_release)
 #elif defined(__GNUC__)
-typedef uint32_t ticket_counter;
-#define ticket_init(p) (*(p) = 0)
-#define ticket_take(p) __atomic_fetch_add((p), 1, __ATOMIC_RELAXED)
-#define ticket_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define ticket_load_relaxed(p) __atomic_load_n((p), __ATOMIC_RELAXED)
-#define ticket_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+typedef unsigned spin_word;
+#define spin_init(p) (*(p) = 0u)
+#define spin_load(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define spin_store(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define spin_exchange_acquire(p, v) __atomic_exchange_n((p), (v), __ATOMIC_ACQUIRE)
+#define spin_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #else
 #error "twheel needs C11 atomics or the GNU __atomic builtins"
 #endif
@@ -145,8 +146,8 @@ struct tw_wheel {
 
     /* locking */
     int lock_kind;
-    ticket_counter next_ticket;
-    ticket_counter serving;
+    spin_word locked;
+    spin_word driver_waiting; /* producers stand back while this is set */
     pthread_mutex_t mutex;
 
     /* clock: ticks are counted from (base_us, base_tick) so remainders carry */
@@ -180,7 +181,9 @@ struct tw_wheel {
 };
 
 static void lock(tw_wheel *w);
+static void lock_as_driver(tw_wheel *w);
 static void unlock(tw_wheel *w);
+static int on_driver_thread(const tw_wheel *w);
 
 static int lowest_bit(uint64_t x) /* x != 0 */
 {
@@ -495,6 +498,7 @@ static tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval,
 {
     uint32_t index;
     struct node *n;
+    tw_id id;
     int release_slot;
     int error = 0;
     if (!w || !callback) {
@@ -535,8 +539,9 @@ static tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval,
     schedule(w, index, w->now + delay);
     w->live++;
     w->added++;
+    id = make_id(index, n->generation); /* before unlocking: it may fire at once */
     unlock(w);
-    return make_id(index, n->generation);
+    return id;
 }
 
 /* ==== cascade ===========================================================
@@ -597,7 +602,10 @@ static void finish_node(tw_wheel *w, uint32_t index)
     if (release) {
         unlock(w);
         release(user_data);
-        lock(w);
+        if (on_driver_thread(w))
+            lock_as_driver(w);
+        else
+            lock(w);
     }
     node_free(w, index);
 }
@@ -621,7 +629,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         w->fired++;
         unlock(w);
         callback(w, make_id(index, generation), user_data);
-        lock(w);
+        lock_as_driver(w);
         ran++;
         n = node_at(w, index);
         if (n->state == NODE_DETACHED && n->interval) {
@@ -728,11 +736,13 @@ static uint64_t next_expiry_locked(const tw_wheel *w)
 }
 
 /* ==== locking ===========================================================
- * One lock per wheel, chosen at creation. The spinlock is a ticket lock:
- * waiters are served in arrival order, so a driver is never starved by
- * producers; it pauses the CPU while spinning and yields now and then so a
- * preempted holder can run on a busy machine. TW_LOCK_NONE does nothing at
- * all, not even an atomic operation. */
+ * One lock per wheel, chosen at creation. The spinlock is test-and-test-
+ * and-set: the lock goes to whichever waiter is running when it is freed,
+ * never to a preempted one (a ticket lock collapses when threads outnumber
+ * cores). So that producers cannot starve the driver, the driver raises a
+ * flag while it waits and other threads do not try while it is up. Waiters
+ * pause the CPU, then yield, then nap. TW_LOCK_NONE does nothing at all,
+ * not even an atomic operation. */
 
 static void cpu_pause(void)
 {
@@ -743,28 +753,53 @@ static void cpu_pause(void)
 #endif
 }
 
-static void lock(tw_wheel *w)
+static void spin_acquire(tw_wheel *w, int driver)
 {
-    if (w->lock_kind == TW_LOCK_SPIN) {
-        uint_least32_t ticket = ticket_take(&w->next_ticket);
-        unsigned spins = 0;
-        while (ticket_load_acquire(&w->serving) != ticket) {
-            cpu_pause();
-            if (++spins == 64) {
-                spins = 0;
+    unsigned spins = 0;
+    if (driver)
+        spin_store(&w->driver_waiting, 1u);
+    for (;;) {
+        if ((driver || !spin_load(&w->driver_waiting)) && !spin_load(&w->locked) &&
+            !spin_exchange_acquire(&w->locked, 1u))
+            break;
+        cpu_pause();
+        /* Every 64 pauses give the CPU away: first by yielding; when that
+         * has not helped (the holder is preempted and CFS keeps choosing
+         * us), by a 20 µs nap, so the holder gets a core to finish on. */
+        if (++spins % 64 == 0) {
+            if (spins < 64 * 8) {
                 sched_yield();
+            } else {
+                struct timespec nap = {0, 20000};
+                nanosleep(&nap, NULL);
             }
         }
-    } else if (w->lock_kind == TW_LOCK_MUTEX) {
-        pthread_mutex_lock(&w->mutex);
     }
+    if (driver)
+        spin_store(&w->driver_waiting, 0u);
+}
+
+static void lock(tw_wheel *w)
+{
+    if (w->lock_kind == TW_LOCK_SPIN)
+        spin_acquire(w, 0);
+    else if (w->lock_kind == TW_LOCK_MUTEX)
+        pthread_mutex_lock(&w->mutex);
+}
+
+/* The driver retaking the lock between callbacks. */
+static void lock_as_driver(tw_wheel *w)
+{
+    if (w->lock_kind == TW_LOCK_SPIN)
+        spin_acquire(w, 1);
+    else if (w->lock_kind == TW_LOCK_MUTEX)
+        pthread_mutex_lock(&w->mutex);
 }
 
 static void unlock(tw_wheel *w)
 {
     if (w->lock_kind == TW_LOCK_SPIN)
-        ticket_store_release(&w->serving,
-                             (uint_least32_t)(ticket_load_relaxed(&w->serving) + 1));
+        spin_store_release(&w->locked, 0u);
     else if (w->lock_kind == TW_LOCK_MUTEX)
         pthread_mutex_unlock(&w->mutex);
 }
@@ -865,8 +900,8 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     w->due_list = LIST_DUE_A;
     w->dispatching = LIST_NONE;
     w->lock_kind = c.lock;
-    ticket_init(&w->next_ticket);
-    ticket_init(&w->serving);
+    spin_init(&w->locked);
+    spin_init(&w->driver_waiting);
     error = init_thread_state(w);
     if (!error && c.lock == TW_LOCK_MUTEX) {
         error = pthread_mutex_init(&w->mutex, NULL);
