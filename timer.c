@@ -600,9 +600,10 @@ static void finish_node(tw_wheel *w, uint32_t index)
     tw_release *release = w->releases[n->release];
     void *user_data = n->user_data;
     if (release) {
+        int driver = on_driver_thread(w); /* decided under the lock */
         unlock(w);
         release(user_data);
-        if (on_driver_thread(w))
+        if (driver)
             lock_as_driver(w);
         else
             lock(w);

@@ -184,8 +184,10 @@ TW_EXPORT tw_id tw_add_ex(tw_wheel *wheel, uint64_t delay, uint64_t interval,
  * cancelled from inside its own callback, will be right after that callback)
  * handed to its release hook. Returns 0 when there was nothing to cancel:
  * id 0, an unknown or stale id, a timer that already fired, a second cancel.
- * When a one-shot's callback is running on another thread, waits for it to
- * finish and returns 0; from inside that callback, returns 0 at once.
+ * When the timer's callback is running on another thread, waits for it and
+ * its release hook to finish (a one-shot then returns 0, a periodic timer 1),
+ * so the callback is never running once tw_cancel has returned. From inside
+ * that callback it returns at once (one-shot 0, periodic 1).
  * Returns -EINVAL for a NULL wheel. Thread-safe. */
 TW_EXPORT int tw_cancel(tw_wheel *wheel, tw_id id);
 
