@@ -1358,8 +1358,12 @@ static int consistent(const tw_wheel *w)
             node_at(w, index)->state != NODE_FREE)
             return 0;
     }
+    /* a running node that was rescheduled meanwhile is already counted */
     return free_nodes == w->free_count &&
-           free_nodes + linked + (w->running != NIL) <= w->used;
+           free_nodes + linked +
+                   (w->running != NIL &&
+                    node_at(w, w->running)->state != NODE_LINKED) <=
+               w->used;
 }
 
 TW_EXPORT int tw_check(tw_wheel *w)
