@@ -95,7 +95,8 @@ enum node_state {
     NODE_FREE = 0,   /* on the free list (or retired) */
     NODE_LINKED,     /* on a slot, the due list or the batch */
     NODE_DETACHED,   /* on no list: its callback is running */
-    NODE_CANCELLED   /* detached and cancelled: freed when its callback returns */
+    NODE_CANCELLED   /* detached and dead: cancelled while its callback ran,
+                        or its release hook is running; freed right after */
 };
 
 /* 40 bytes on LP64: the whole per-timer cost. */
@@ -244,8 +245,8 @@ static tw_id make_id(uint32_t index, uint32_t generation)
     return ((uint64_t)generation << 32) | index;
 }
 
-/* The node named by id if that timer is still known to the wheel (linked or
- * running), else NULL. */
+/* The node named by id if it has not been freed yet, else NULL; the caller
+ * looks at its state to see whether the timer is still live. */
 static struct node *node_of(const tw_wheel *w, tw_id id, uint32_t *index_out)
 {
     uint32_t index = (uint32_t)id;
@@ -404,8 +405,9 @@ static int near_occupied_from(const tw_wheel *w, unsigned from)
  * to dispatch, or an occupied level slot to cascade; TW_NEVER when every
  * slot is empty. *list_out names that slot. Levels are searched upwards
  * because a lower level's next event always comes before a higher one's.
- * Level 3 slots at or below time's own index hold timers of the next
- * 2^32-tick epoch; t[3][0] is cascaded when time wraps to 0. */
+ * Level 3 slots below time's own index hold timers of the next 2^32-tick
+ * epoch (its own index is never used: TW_MAX_DELAY stops 2^26 short);
+ * t[3][0] is cascaded when time wraps to 0. */
 static uint64_t next_event(const tw_wheel *w, unsigned *list_out)
 {
     uint32_t time = (uint32_t)w->now;
@@ -519,16 +521,17 @@ static tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval,
         errno = error;
         return 0;
     }
-    release_slot = release_index(w, release);
-    if (release_slot < 0) {
-        unlock(w);
-        errno = EMFILE;
-        return 0;
-    }
     index = node_alloc(w);
     if (index == NIL) {
         unlock(w);
         errno = ENOMEM;
+        return 0;
+    }
+    release_slot = release_index(w, release);
+    if (release_slot < 0) {
+        node_free(w, index);
+        unlock(w);
+        errno = EMFILE;
         return 0;
     }
     n = node_at(w, index);
@@ -587,8 +590,9 @@ static void cascade(tw_wheel *w)
 /* ==== dispatch ==========================================================
  * A due list is dispatched in place: each node is taken off its head under
  * the lock and its callback runs with the lock released. Nothing new can
- * land on that list meanwhile (a near slot only receives timers due in a
- * later window, and due-now timers go to the other due list), and a cancel
+ * land on that list meanwhile (a timer due exactly now goes to the due list
+ * that is not being run, and the near slot of now only takes timers due
+ * now), and a cancel
  * of a node still on it simply unlinks it, so once tw_cancel returned 1 that
  * callback never starts. A node is never freed while its callback runs:
  * whatever happened to it meanwhile is settled when the callback returns. */
@@ -599,6 +603,9 @@ static void finish_node(tw_wheel *w, uint32_t index)
     struct node *n = node_at(w, index);
     tw_release *release = w->releases[n->release];
     void *user_data = n->user_data;
+    /* Dead from here on: while the hook runs unlocked, its id must not be
+     * cancelled, rescheduled or counted again. */
+    n->state = NODE_CANCELLED;
     if (release) {
         int driver = on_driver_thread(w); /* decided under the lock */
         unlock(w);
@@ -694,11 +701,10 @@ static int drive_refused(const tw_wheel *w)
 
 static uint64_t read_clock(const tw_wheel *w)
 {
-    struct timespec ts;
+    struct timespec ts = {0, 0};
     if (w->clock_fn)
         return w->clock_fn(w->clock_context);
-    if (clock_gettime(w->clock_id, &ts) != 0)
-        return w->last_clock_us;
+    clock_gettime(w->clock_id, &ts); /* the id was tried at creation */
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
@@ -918,11 +924,13 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     w->max_timers = c.max_timers;
     w->clock_fn = c.clock_fn;
     w->clock_context = c.clock_context;
-#ifdef CLOCK_MONOTONIC_COARSE
-    w->clock_id = c.clock == TW_CLOCK_MONOTONIC_COARSE ? CLOCK_MONOTONIC_COARSE
-                                                       : CLOCK_MONOTONIC;
-#else
     w->clock_id = CLOCK_MONOTONIC;
+#ifdef CLOCK_MONOTONIC_COARSE
+    if (c.clock == TW_CLOCK_MONOTONIC_COARSE) {
+        struct timespec probe;
+        if (clock_gettime(CLOCK_MONOTONIC_COARSE, &probe) == 0)
+            w->clock_id = CLOCK_MONOTONIC_COARSE; /* else the precise one */
+    }
 #endif
     w->now = w->base_tick = c.start_tick;
     w->base_us = w->last_clock_us = read_clock(w);
@@ -935,6 +943,12 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
     uint32_t index;
     if (!w)
         return 0;
+    lock(w);
+    if (on_driver_thread(w)) { /* from a callback: touch nothing */
+        unlock(w);
+        return -EBUSY;
+    }
+    unlock(w);
     if (tw_thread_stop(w) == -EDEADLK)
         return -EBUSY;
     lock(w);
@@ -1085,22 +1099,31 @@ TW_EXPORT int64_t tw_expire(tw_wheel *w)
     uint64_t clock, elapsed, target;
     if (!w)
         return -EINVAL;
-    clock = read_clock(w); /* outside the lock: a clock_fn may be slow */
+    /* Claim the driver role first, then read the clock unlocked (a clock_fn
+     * may be slow): a reading taken before another driver's newer one would
+     * look like the clock going backwards. */
     lock(w);
     if (drive_refused(w)) {
         unlock(w);
         return -EBUSY;
     }
+    w->driving = 1;
+    w->driver = pthread_self();
+    unlock(w);
+    clock = read_clock(w);
+    lock_as_driver(w);
     if (clock < w->last_clock_us) {
         w->base_us = w->last_clock_us = clock;
         w->base_tick = w->now;
         w->rebases++;
+        w->driving = 0;
         unlock(w);
         return 0;
     }
     w->last_clock_us = clock;
     elapsed = (clock - w->base_us) / w->tick_us;
     if (elapsed > TW_MAX_TICK - w->base_tick) {
+        w->driving = 0;
         unlock(w);
         return -ERANGE;
     }
@@ -1194,6 +1217,13 @@ TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
     int error;
     if (!w || period_us == 0 || w->lock_kind == TW_LOCK_NONE)
         return -EINVAL;
+    /* Checked before taking `control`: a stopper holds it while joining,
+     * and this caller may be the very thread it joins. */
+    pthread_mutex_lock(&w->sleep_mutex);
+    error = w->thread_state != THREAD_IDLE;
+    pthread_mutex_unlock(&w->sleep_mutex);
+    if (error)
+        return -EBUSY;
     pthread_mutex_lock(&w->control);
     pthread_mutex_lock(&w->sleep_mutex);
     if (w->thread_state != THREAD_IDLE) {

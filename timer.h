@@ -69,7 +69,9 @@ typedef uint64_t tw_id;
 
 /* Called on the driving thread, with the wheel's lock released, when a timer
  * fires. It may add, cancel and reschedule timers of the same wheel, its own
- * included. tw_now(w) is the tick the timer was due at. */
+ * included. tw_now(w) is the tick the timer was due at, or, for a timer that
+ * was already due when the advance/expire call started, that call's starting
+ * tick. */
 typedef void tw_callback(tw_wheel *wheel, tw_id id, void *user_data);
 
 /* Hands a timer's user data back, exactly once, when the wheel is done with
@@ -85,7 +87,7 @@ typedef uint64_t tw_clock_fn(void *context);
 typedef void *tw_realloc_fn(void *pointer, size_t size, void *context);
 
 enum tw_lock_kind {
-    TW_LOCK_SPIN = 0, /* ticket spinlock (C11 atomics, CPU pause); default */
+    TW_LOCK_SPIN = 0, /* spinlock (C11 atomics; pause, yield, nap); default */
     TW_LOCK_MUTEX = 1, /* pthread mutex */
     TW_LOCK_NONE = 2 /* single-threaded use: no lock, no atomic operations */
 };
@@ -121,7 +123,7 @@ struct tw_stats {
     uint64_t pending_near;    /* in near[256] */
     uint64_t pending_level[4]; /* in t[0..3][64] */
     uint64_t pool_capacity;   /* nodes allocated */
-    uint64_t pool_free;       /* nodes on the free list */
+    uint64_t pool_free;       /* nodes ready for reuse or never used yet */
     uint64_t bytes;           /* bytes held from the allocator, wheel included */
     uint64_t added;           /* timers added */
     uint64_t fired;           /* callbacks run */
@@ -218,8 +220,9 @@ TW_EXPORT uint64_t tw_gettime(void);
 TW_EXPORT int64_t tw_expire(tw_wheel *wheel);
 
 /* Advances the wheel by `ticks` without a clock (frame-driven games,
- * simulation, tests) and runs every due callback, in due-tick order, FIFO
- * within a tick. Timers already due run first, even when ticks is 0. Empty
+ * simulation, tests) and runs every due callback. Timers already due run
+ * first, in insertion order, even when ticks is 0; then the rest in due-tick
+ * order, FIFO within a tick. Empty
  * stretches are skipped in O(1) per occupied slot, with every cascade done
  * exactly as ticking one by one would. Returns as tw_expire(). */
 TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
@@ -249,7 +252,7 @@ TW_EXPORT int tw_thread_stop(tw_wheel *wheel);
 /* ---- inspection --------------------------------------------------------- */
 
 /* Current tick (64-bit, never wraps); 0 for NULL. While a callback runs it is
- * the tick that callback was due at. Thread-safe. */
+ * the tick being dispatched (see tw_callback). Thread-safe. */
 TW_EXPORT uint64_t tw_now(tw_wheel *wheel);
 
 /* Live timers: those a tw_cancel() could still stop. 0 for NULL. */
