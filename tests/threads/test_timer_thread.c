@@ -1,0 +1,452 @@
+/*
+ * The timer-thread driver: tw_thread_start/stop with a fake clock (an atomic
+ * the test advances) and with the real clock. Callbacks run on the timer
+ * thread, never early; stop joins (a running callback finishes first, none
+ * runs afterwards), is idempotent and safe from several threads at once;
+ * from inside a callback stop gives -EDEADLK and destroy -EBUSY; start twice
+ * gives -EBUSY; start after stop works; tw_destroy stops a running thread.
+ */
+#include "thr.h"
+
+/* ---- what the callbacks saw ---------------------------------------------- */
+
+static pthread_t main_thread;
+static pthread_t first_cb_thread; /* written by the first callback only */
+static atomic_int have_cb_thread;
+static atomic_int on_main_thread;  /* callbacks that ran on the test thread */
+static atomic_int on_other_thread; /* ... on a second, different thread */
+static atomic_int fired;
+static atomic_int released;
+static atomic_int early;           /* callbacks whose tw_now() was before due */
+static _Atomic uint64_t last_tick;
+
+static void note_thread(void)
+{
+    pthread_t self = pthread_self();
+    if (pthread_equal(self, main_thread))
+        atomic_fetch_add(&on_main_thread, 1);
+    if (!atomic_load(&have_cb_thread)) {
+        first_cb_thread = self;
+        atomic_store(&have_cb_thread, 1);
+    } else if (!pthread_equal(self, first_cb_thread)) {
+        atomic_fetch_add(&on_other_thread, 1);
+    }
+}
+
+static void reset(void)
+{
+    main_thread = pthread_self();
+    atomic_store(&have_cb_thread, 0);
+    atomic_store(&on_main_thread, 0);
+    atomic_store(&on_other_thread, 0);
+    atomic_store(&fired, 0);
+    atomic_store(&released, 0);
+    atomic_store(&early, 0);
+    atomic_store(&last_tick, 0);
+}
+
+/* user_data = the tick the timer is due at, at the earliest */
+static void count_cb(tw_wheel *w, tw_id id, void *data)
+{
+    uint64_t now = tw_now(w);
+    (void)id;
+    note_thread();
+    if (now < (uint64_t)(uintptr_t)data)
+        atomic_fetch_add(&early, 1);
+    atomic_store(&last_tick, now);
+    atomic_fetch_add(&fired, 1);
+}
+
+static void count_release(void *data)
+{
+    (void)data;
+    atomic_fetch_add(&released, 1);
+}
+
+static void expect_one_timer_thread(void)
+{
+    assert_int_equal(atomic_load(&on_main_thread), 0);
+    assert_int_equal(atomic_load(&on_other_thread), 0);
+    assert_int_equal(atomic_load(&early), 0);
+}
+
+#define DATA(tick) ((void *)(uintptr_t)(tick))
+
+/* ---- fake clock ---------------------------------------------------------- */
+
+static _Atomic uint64_t clock_us; /* the fake clock */
+
+static void test_fake_clock(void **state)
+{
+    int kind = thr_lock_of(state);
+    tw_wheel *w;
+    uint64_t end;
+
+    reset();
+    atomic_store(&clock_us, 5000000);
+    w = thr_wheel(kind, 1000, thr_fake_clock, &clock_us);
+    assert_non_null(w);
+    assert_true(tw_add_ex(w, 5, 0, count_cb, count_release, DATA(5)) != 0);
+    assert_true(tw_add_ex(w, 300, 0, count_cb, count_release, DATA(300)) != 0);
+    assert_int_equal(tw_thread_start(w, 100), 0);
+
+    /* 4.999 ms later the wheel reaches tick 4; the timer due at 5 waits */
+    atomic_store(&clock_us, 5004999);
+    end = thr_now_us() + THR_HANG_US;
+    while (tw_now(w) < 4 && thr_now_us() < end)
+        sched_yield();
+    assert_int_equal(tw_now(w), 4);
+    thr_sleep_us(2000); /* many more tw_expire calls at the same time */
+    assert_int_equal(atomic_load(&fired), 0);
+    assert_int_equal(tw_now(w), 4);
+
+    atomic_store(&clock_us, 5005000);
+    assert_true(thr_wait_int(&fired, 1));
+    assert_int_equal(atomic_load(&last_tick), 5);
+    /* the release hook runs right after the callback returned */
+    assert_true(thr_wait_int(&released, 1));
+
+    /* one jump of the clock: the level timer cascades and fires at 300 */
+    atomic_store(&clock_us, 5400000);
+    assert_true(thr_wait_int(&fired, 2));
+    assert_int_equal(atomic_load(&last_tick), 300);
+    assert_true(thr_wait_int(&released, 2));
+    expect_one_timer_thread();
+
+    assert_int_equal(tw_thread_stop(w), 0);
+    assert_int_equal(tw_thread_stop(w), 0);
+    assert_int_equal(tw_count(w), 0);
+    thr_destroy(w);
+}
+
+/* ---- real clock ---------------------------------------------------------- */
+
+#define REAL_TIMERS 200
+
+static void test_real_clock(void **state)
+{
+    int kind = thr_lock_of(state);
+    tw_wheel *w;
+    int i;
+
+    reset();
+    w = thr_wheel(kind, 1000, NULL, NULL);
+    assert_non_null(w);
+    assert_int_equal(tw_thread_start(w, 500), 0);
+    for (i = 0; i < REAL_TIMERS; i++) {
+        /* the due tick is at least now-before-add + delay */
+        uint64_t delay = (uint64_t)(i % 40);
+        uint64_t due = tw_now(w) + delay;
+        assert_true(tw_add_ex(w, delay, 0, count_cb, count_release, DATA(due)) != 0);
+        if (i % 20 == 0)
+            thr_sleep_us(1000);
+    }
+    assert_true(thr_wait_int(&fired, REAL_TIMERS));
+    assert_true(thr_wait_int(&released, REAL_TIMERS));
+    expect_one_timer_thread();
+    assert_int_equal(tw_thread_stop(w), 0);
+    assert_int_equal(atomic_load(&fired), REAL_TIMERS);
+    assert_int_equal(tw_count(w), 0);
+    assert_int_equal(tw_check(w), 0);
+    thr_destroy(w);
+}
+
+/* ---- stop joins ---------------------------------------------------------- */
+
+static atomic_int slow_entered, slow_done, slow_runs;
+static uint64_t slow_sleep_us = 20000;
+
+/* Periodic: on its third run it sleeps inside the callback, so the test can
+ * call stop while a callback is running. */
+static void slow_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)w;
+    (void)id;
+    (void)data;
+    note_thread();
+    if (atomic_fetch_add(&slow_runs, 1) == 2) {
+        atomic_store(&slow_entered, 1);
+        thr_sleep_us(slow_sleep_us);
+        atomic_store(&slow_done, 1);
+    }
+}
+
+static void slow_reset(void)
+{
+    atomic_store(&slow_entered, 0);
+    atomic_store(&slow_done, 0);
+    atomic_store(&slow_runs, 0);
+}
+
+static void test_stop_joins(void **state)
+{
+    int kind = thr_lock_of(state);
+    tw_wheel *w;
+    int runs;
+
+    reset();
+    slow_reset();
+    w = thr_wheel(kind, 100, NULL, NULL);
+    assert_non_null(w);
+    assert_true(tw_add_ex(w, 1, 1, slow_cb, count_release, NULL) != 0);
+    assert_int_equal(tw_thread_start(w, 100), 0);
+    assert_true(thr_wait_int(&slow_entered, 1));
+    /* the callback is sleeping on the timer thread: stop waits for it */
+    assert_int_equal(tw_thread_stop(w), 0);
+    assert_int_equal(atomic_load(&slow_done), 1);
+    runs = atomic_load(&slow_runs);
+    thr_sleep_us(5000); /* 50 ticks: nothing may run now */
+    assert_int_equal(atomic_load(&slow_runs), runs);
+    assert_int_equal(tw_thread_stop(w), 0); /* twice */
+    assert_int_equal(tw_count(w), 1);       /* the periodic timer stays */
+    assert_int_equal(atomic_load(&released), 0);
+    expect_one_timer_thread();
+
+    /* start after stop: a new thread drives again */
+    atomic_store(&have_cb_thread, 0);
+    assert_int_equal(tw_thread_start(w, 100), 0);
+    assert_true(thr_wait_int(&slow_runs, runs + 3));
+    assert_int_equal(tw_thread_stop(w), 0);
+    expect_one_timer_thread();
+    thr_destroy(w);
+    assert_int_equal(atomic_load(&released), 1);
+}
+
+/* ---- start/stop errors --------------------------------------------------- */
+
+static void test_start_twice(void **state)
+{
+    int kind = thr_lock_of(state);
+    tw_wheel *w;
+
+    reset();
+    w = thr_wheel(kind, 1000, NULL, NULL);
+    assert_non_null(w);
+    assert_int_equal(tw_thread_stop(w), 0); /* never started */
+    assert_int_equal(tw_thread_start(w, 0), -EINVAL);
+    assert_int_equal(tw_thread_start(w, 1000), 0);
+    assert_int_equal(tw_thread_start(w, 1000), -EBUSY);
+    assert_int_equal(tw_thread_start(w, 50), -EBUSY);
+    assert_int_equal(tw_thread_stop(w), 0);
+    assert_int_equal(tw_thread_stop(w), 0);
+    /* start after stop works and drives */
+    assert_int_equal(tw_thread_start(w, 1000), 0);
+    assert_true(tw_add(w, 2, count_cb, DATA(0)) != 0);
+    assert_true(thr_wait_int(&fired, 1));
+    assert_int_equal(tw_thread_stop(w), 0);
+    /* many start/stop rounds */
+    for (int i = 0; i < 50; i++) {
+        assert_int_equal(tw_thread_start(w, 100 + (uint32_t)i), 0);
+        assert_true(tw_add(w, 0, count_cb, DATA(0)) != 0);
+        if (i % 2)
+            thr_sleep_us(300);
+        assert_int_equal(tw_thread_stop(w), 0);
+    }
+    /* whatever did not fire yet fires after the last start */
+    assert_int_equal(tw_thread_start(w, 100), 0);
+    assert_true(thr_wait_int(&fired, 51));
+    assert_int_equal(tw_thread_stop(w), 0);
+    /* several threads drove in turn, never the test thread */
+    assert_int_equal(atomic_load(&on_main_thread), 0);
+    assert_int_equal(atomic_load(&early), 0);
+    thr_destroy(w);
+}
+
+/* ---- from inside a callback ---------------------------------------------- */
+
+static tw_wheel *inside_wheel;
+static atomic_int inside_stop, inside_destroy, inside_start, inside_done;
+
+static void inside_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)id;
+    (void)data;
+    note_thread();
+    atomic_store(&inside_stop, tw_thread_stop(w));
+    atomic_store(&inside_destroy, tw_destroy(w));
+    atomic_store(&inside_start, tw_thread_start(w, 1000));
+    atomic_store(&inside_done, 1);
+}
+
+static void test_stop_inside_callback(void **state)
+{
+    int kind = thr_lock_of(state);
+    tw_wheel *w;
+
+    reset();
+    atomic_store(&inside_done, 0);
+    w = thr_wheel(kind, 1000, NULL, NULL);
+    assert_non_null(w);
+    inside_wheel = w;
+    assert_true(tw_add(w, 1, inside_cb, NULL) != 0);
+    assert_int_equal(tw_thread_start(w, 200), 0);
+    assert_true(thr_wait_int(&inside_done, 1));
+    assert_int_equal(atomic_load(&inside_stop), -EDEADLK);
+    assert_int_equal(atomic_load(&inside_destroy), -EBUSY);
+    assert_int_equal(atomic_load(&inside_start), -EBUSY);
+    /* the thread is still running and the wheel intact */
+    assert_true(tw_add_ex(w, 1, 0, count_cb, count_release, DATA(0)) != 0);
+    assert_true(thr_wait_int(&fired, 1));
+    assert_true(thr_wait_int(&released, 1));
+    expect_one_timer_thread();
+    assert_int_equal(tw_thread_stop(w), 0);
+    assert_int_equal(tw_check(w), 0);
+    thr_destroy(w);
+}
+
+/* ---- destroy with the thread running ------------------------------------- */
+
+static void test_destroy_running(void **state)
+{
+    int kind = thr_lock_of(state);
+    tw_wheel *w;
+    int runs;
+
+    reset();
+    slow_reset();
+    w = thr_wheel(kind, 100, NULL, NULL);
+    assert_non_null(w);
+    assert_true(tw_add_ex(w, 0, 1, slow_cb, count_release, NULL) != 0);
+    assert_true(tw_add_ex(w, 1000000, 0, count_cb, count_release, NULL) != 0);
+    assert_true(tw_add_ex(w, 3, 7, count_cb, count_release, NULL) != 0);
+    assert_int_equal(tw_thread_start(w, 100), 0);
+    /* destroy while the slow callback sleeps on the timer thread */
+    assert_true(thr_wait_int(&slow_entered, 1));
+    thr_destroy(w);
+    assert_int_equal(atomic_load(&slow_done), 1);
+    assert_int_equal(atomic_load(&released), 3);
+    runs = atomic_load(&slow_runs);
+    thr_sleep_us(5000);
+    assert_int_equal(atomic_load(&slow_runs), runs);
+    expect_one_timer_thread();
+
+    /* and destroy right after start, before the thread did anything */
+    for (int i = 0; i < 20; i++) {
+        w = thr_wheel(kind, 1000, NULL, NULL);
+        assert_non_null(w);
+        assert_true(tw_add_ex(w, 0, 1, count_cb, count_release, NULL) != 0);
+        assert_int_equal(tw_thread_start(w, 50), 0);
+        thr_destroy(w);
+    }
+    assert_int_equal(atomic_load(&released), 23);
+}
+
+/* ---- concurrent stoppers and a competing driver -------------------------- */
+
+static tw_wheel *shared_wheel;
+static atomic_int stop_results[2];
+
+static void *stopper(void *argument)
+{
+    int i = (int)(uintptr_t)argument;
+    atomic_store(&stop_results[i], tw_thread_stop(shared_wheel));
+    return NULL;
+}
+
+static void test_concurrent_stop(void **state)
+{
+    int kind = thr_lock_of(state);
+    pthread_t t[2];
+    int i, busy = 0, ok = 0;
+
+    reset();
+    slow_reset();
+    shared_wheel = thr_wheel(kind, 100, NULL, NULL);
+    assert_non_null(shared_wheel);
+    assert_true(tw_add(shared_wheel, 1, slow_cb, NULL) != 0);
+    assert_true(tw_add(shared_wheel, 2, slow_cb, NULL) != 0);
+    assert_true(tw_add(shared_wheel, 3, slow_cb, NULL) != 0);
+    assert_int_equal(tw_thread_start(shared_wheel, 100), 0);
+
+    /* the test thread competes as a driver: -EBUSY or a count, never harm */
+    for (i = 0; i < 200; i++) {
+        int64_t r = tw_advance(shared_wheel, 0);
+        if (r == -EBUSY)
+            busy++;
+        else if (r >= 0)
+            ok++;
+        else
+            fail_msg("tw_advance returned %lld", (long long)r);
+    }
+    (void)busy;
+    (void)ok;
+
+    assert_true(thr_wait_int(&slow_entered, 1));
+    atomic_store(&stop_results[0], 1);
+    atomic_store(&stop_results[1], 1);
+    thr_create(&t[0], stopper, (void *)(uintptr_t)0);
+    thr_create(&t[1], stopper, (void *)(uintptr_t)1);
+    thr_join(t[0]);
+    thr_join(t[1]);
+    assert_int_equal(atomic_load(&stop_results[0]), 0);
+    assert_int_equal(atomic_load(&stop_results[1]), 0);
+    assert_int_equal(atomic_load(&slow_done), 1);
+    assert_int_equal(tw_check(shared_wheel), 0);
+    thr_destroy(shared_wheel);
+}
+
+/* ---- callbacks use the wheel from the timer thread ----------------------- */
+
+#define CHAIN 200
+static atomic_int chain_links, chain_errors;
+
+/* Each link adds the next, reschedules a decoy and cancels it. */
+static void chain_cb(tw_wheel *w, tw_id id, void *data)
+{
+    tw_id decoy;
+    (void)data;
+    note_thread();
+    if (tw_cancel(w, id) != 0 || tw_reschedule(w, id, 1) != 0)
+        atomic_fetch_add(&chain_errors, 1); /* a one-shot's id died */
+    decoy = tw_add(w, 5, count_cb, DATA(0));
+    if (!decoy || tw_reschedule(w, decoy, 9) != 1 || tw_cancel(w, decoy) != 1)
+        atomic_fetch_add(&chain_errors, 1);
+    if (atomic_fetch_add(&chain_links, 1) + 1 < CHAIN &&
+        tw_add(w, (uint64_t)(atomic_load(&chain_links) % 3), chain_cb, NULL) == 0)
+        atomic_fetch_add(&chain_errors, 1);
+}
+
+static void test_callbacks_reenter(void **state)
+{
+    int kind = thr_lock_of(state);
+    tw_wheel *w;
+
+    reset();
+    atomic_store(&chain_links, 0);
+    atomic_store(&chain_errors, 0);
+    w = thr_wheel(kind, 100, NULL, NULL);
+    assert_non_null(w);
+    assert_int_equal(tw_thread_start(w, 100), 0);
+    assert_true(tw_add(w, 1, chain_cb, NULL) != 0);
+    assert_true(thr_wait_int(&chain_links, CHAIN));
+    assert_int_equal(tw_thread_stop(w), 0);
+    assert_int_equal(atomic_load(&chain_links), CHAIN);
+    assert_int_equal(atomic_load(&chain_errors), 0);
+    assert_int_equal(atomic_load(&fired), 0);
+    expect_one_timer_thread();
+    assert_int_equal(tw_count(w), 0);
+    thr_destroy(w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T_SPIN(test_fake_clock),
+        T_MUTEX(test_fake_clock),
+        T_SPIN(test_real_clock),
+        T_MUTEX(test_real_clock),
+        T_SPIN(test_stop_joins),
+        T_MUTEX(test_stop_joins),
+        T_SPIN(test_start_twice),
+        T_MUTEX(test_start_twice),
+        T_SPIN(test_stop_inside_callback),
+        T_MUTEX(test_stop_inside_callback),
+        T_SPIN(test_destroy_running),
+        T_MUTEX(test_destroy_running),
+        T_SPIN(test_concurrent_stop),
+        T_MUTEX(test_concurrent_stop),
+        T_SPIN(test_callbacks_reenter),
+        T_MUTEX(test_callbacks_reenter),
+    };
+    return THR_RUN(tests);
+}
