@@ -1,0 +1,1163 @@
+// twheel_bench: twheel against the timer structures people use instead, in one
+// run. See bench/README.md for the workloads, the output and the command lines.
+//
+// Every structure sits behind the same small interface (add(delay) -> handle,
+// cancel, reschedule, advance(ticks), next_expiry, bytes) and runs the same
+// timers: delays and orders come from a fixed-seed PRNG, shared by all. The
+// harness checks that every structure fires the same (timer, tick) pairs, so a
+// broken baseline cannot look fast.
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <malloc.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "bench_alloc.h"
+#include "heap_binary.h"
+#include "heap_quad.h"
+#include "skynet_wheel.h"
+#include "tree_map.hpp"
+#include "twheel_adapter.hpp"
+
+namespace {
+
+// ---- clock, PRNG, hashing --------------------------------------------------
+
+uint64_t now_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+inline uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+struct splitmix {
+    uint64_t s;
+    explicit splitmix(uint64_t seed) : s(seed) {}
+    uint64_t next() { return mix64(s += UINT64_C(0x9e3779b97f4a7c15)); }
+    // uniform in [0, n) for n < 2^32, by multiply-shift (no division)
+    uint32_t below(uint32_t n) { return (uint32_t)(((next() >> 32) * n) >> 32); }
+};
+
+constexpr uint64_t SEED = UINT64_C(0x74776865656c2121); // "twheel!!"
+constexpr uint32_t MAX_DELAY = 60000;                     // ticks
+constexpr uint32_t HB_RESCHEDULES = 20;
+constexpr uint64_t IDLE_TICKS = 3600000;         // one hour of 1 ms ticks
+constexpr uint64_t FAR_DELAY = 3600000 + 30000;  // one hour and 30 s
+constexpr uint64_t NEVER = UINT64_MAX;
+
+// ---- what a firing does -----------------------------------------------------
+// Every structure calls fire(arg) for a due timer. The (timer, tick) pair goes
+// into an order-independent hash (a sum of mixed values) and a count; during
+// the heartbeat run the connection is marked dead as well.
+
+uint64_t g_tick;       // the tick being dispatched (set by the driver loop)
+uint64_t g_fire_hash;  // sum of mix64(timer << 32 ^ tick)
+uint64_t g_fired;
+uint8_t *g_state;      // heartbeat: state byte of connection 0, or null
+size_t g_state_stride; // bytes from one connection's state to the next
+volatile uint64_t g_sink; // keeps results observable
+std::atomic<uint64_t> g_mt_sink;
+void sink_add(uint64_t v) { g_mt_sink.fetch_add(v, std::memory_order_relaxed); }
+
+void fire(void *arg)
+{
+    uint64_t idx = (uint64_t)(uintptr_t)arg;
+    g_fire_hash += mix64((idx << 32) ^ g_tick);
+    g_fired++;
+    if (g_state)
+        g_state[idx * g_state_stride] = 0;
+}
+
+// ---- the structures behind one interface -----------------------------------
+
+struct heap_binary_s {
+    using handle = hb_timer *;
+    const char *name = "heap_binary";
+    hb_heap *h = nullptr;
+    void create() { h = hb_create(); }
+    void destroy() { hb_destroy(h); h = nullptr; }
+    handle add(uint64_t d, void *arg) { return hb_add(h, d, fire, arg); }
+    int cancel(handle &t) { return hb_cancel(h, t); }
+    int reschedule(handle &t, uint64_t d) { return hb_reschedule(h, t, d); }
+    void advance(uint64_t ticks) { hb_advance(h, ticks); }
+    uint64_t next_expiry() { return hb_next_expiry(h); }
+    int64_t bytes() { return hb_bytes(h); }
+};
+
+struct heap_quad_s {
+    using handle = hq_timer *;
+    const char *name = "heap_quad";
+    hq_heap *h = nullptr;
+    void create() { h = hq_create(); }
+    void destroy() { hq_destroy(h); h = nullptr; }
+    handle add(uint64_t d, void *arg) { return hq_add(h, d, fire, arg); }
+    int cancel(handle &t) { return hq_cancel(h, t); }
+    int reschedule(handle &t, uint64_t d) { return hq_reschedule(h, t, d); }
+    void advance(uint64_t ticks) { hq_advance(h, ticks); }
+    uint64_t next_expiry() { return hq_next_expiry(h); }
+    int64_t bytes() { return hq_bytes(h); }
+};
+
+struct tree_map_s {
+    using handle = bench::tree_map::handle;
+    const char *name = "tree_map";
+    std::unique_ptr<bench::tree_map> m;
+    void create() { m.reset(new bench::tree_map()); }
+    void destroy() { m.reset(); }
+    handle add(uint64_t d, void *arg) { return m->add(d, fire, arg); }
+    int cancel(handle &t) { return m->cancel(t); }
+    int reschedule(handle &t, uint64_t d) { return m->reschedule(t, d); }
+    void advance(uint64_t ticks) { m->advance(ticks); }
+    uint64_t next_expiry() { return m->next_expiry(); }
+    int64_t bytes() { return m->bytes(); }
+};
+
+struct skynet_s {
+    using handle = sk_node *;
+    const char *name = "skynet";
+    sk_timer *T = nullptr;
+    void create() { T = sk_create(fire); }
+    void destroy() { sk_destroy(T); T = nullptr; }
+    handle add(uint64_t d, void *arg) { return sk_add(T, (uint32_t)d, arg); }
+    int cancel(handle &n) { return sk_cancel(T, n); }
+    int reschedule(handle &n, uint64_t d)
+    {
+        n = sk_reschedule(T, n, (uint32_t)d);
+        return n != nullptr;
+    }
+    void advance(uint64_t ticks) { sk_advance(T, ticks); }
+    uint64_t next_expiry() { return sk_next_expiry(T); }
+    int64_t bytes() { return sk_bytes(T); }
+};
+
+using twheel_s = bench::twheel_adapter<fire>;
+
+// ---- options ------------------------------------------------------------------
+
+struct options {
+    bool quick = false;
+    std::vector<size_t> ns;
+    int reps_override = 0;
+    std::string csv;
+    std::vector<std::string> only;
+    bool contended = true;
+    bool single = true; // the single-threaded workloads
+    bool idle = true;
+    size_t hb_cap = 0;           // heartbeat ops per run (cap)
+    double contended_seconds = 0; // per contended measurement
+
+    int reps(size_t n) const
+    {
+        if (reps_override > 0)
+            return reps_override;
+        if (quick)
+            return n <= 20000 ? 3 : 1;
+        return n <= 20000 ? 7 : n <= 2000000 ? 3 : 1;
+    }
+    bool wants(const std::string &name) const
+    {
+        if (only.empty())
+            return true;
+        for (auto &o : only)
+            if (name.compare(0, o.size(), o) == 0)
+                return true;
+        return false;
+    }
+};
+
+[[noreturn]] void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    std::fprintf(stderr, "\ntwheel_bench: ");
+    std::vfprintf(stderr, fmt, ap);
+    std::fprintf(stderr, "\n");
+    va_end(ap);
+    std::exit(3);
+}
+
+// ---- progress (stderr, only on a terminal) --------------------------------------
+
+struct progress_t {
+    bool on = false;
+    int done = 0, total = 0;
+    uint64_t start = 0;
+    void step(const char *what, const char *who, size_t n, int rep, int reps)
+    {
+        if (!on)
+            return;
+        double el = (double)(now_ns() - start) / 1e9;
+        std::fprintf(stderr, "\r\033[K[%3d/%3d %5.0fs] N=%zu rep %d/%d %s %s",
+                     done, total, el, n, rep + 1, reps, what, who);
+        std::fflush(stderr);
+    }
+    void finish()
+    {
+        if (on)
+            std::fprintf(stderr, "\r\033[K");
+    }
+} progress;
+
+// ---- results -------------------------------------------------------------------
+
+struct key {
+    std::string structure;
+    size_t n;
+    std::string workload;
+    bool operator<(const key &o) const
+    {
+        return std::tie(structure, n, workload) < std::tie(o.structure, o.n, o.workload);
+    }
+};
+
+std::map<key, std::vector<double>> samples;
+
+void record(const std::string &s, size_t n, const std::string &w, double v)
+{
+    samples[key{s, n, w}].push_back(v);
+}
+
+bool median_of(const std::string &s, size_t n, const std::string &w, double *out,
+               double *lo = nullptr, double *hi = nullptr, size_t *count = nullptr)
+{
+    auto it = samples.find(key{s, n, w});
+    if (it == samples.end() || it->second.empty())
+        return false;
+    std::vector<double> v = it->second;
+    std::sort(v.begin(), v.end());
+    size_t m = v.size();
+    *out = m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
+    if (lo)
+        *lo = v.front();
+    if (hi)
+        *hi = v.back();
+    if (count)
+        *count = m;
+    return true;
+}
+
+// ---- cross-check -----------------------------------------------------------------
+
+struct outcome {
+    uint64_t fired = 0, hash = 0;
+};
+
+struct check_slot {
+    std::string who;
+    outcome o;
+    bool set = false;
+};
+
+std::map<std::pair<size_t, std::string>, check_slot> checks;
+
+void cross_check(size_t n, const char *what, const char *who, outcome o)
+{
+    check_slot &c = checks[{n, what}];
+    if (!c.set) {
+        c.set = true;
+        c.who = who;
+        c.o = o;
+        return;
+    }
+    if (c.o.fired != o.fired || c.o.hash != o.hash)
+        die("CROSS-CHECK FAILED at N=%zu, %s: %s gives %" PRIu64
+            " firings (hash %016" PRIx64 ") but %s gives %" PRIu64
+            " (hash %016" PRIx64 "). The structures do not fire the same "
+            "(timer, tick) pairs; no figure of this run can be trusted.",
+            n, what, who, o.fired, o.hash, c.who.c_str(), c.o.fired, c.o.hash);
+}
+
+// ---- per-N input data (the same for every structure) ------------------------------
+
+struct data {
+    size_t n;
+    std::vector<uint32_t> delay;     // add delays, [1, MAX_DELAY]
+    std::vector<uint32_t> perm;      // random permutation: first half cancelled
+    std::vector<uint32_t> rdelay;    // new delays for the second half
+    std::vector<uint8_t> hb_state;   // initial heartbeat stage of each survivor
+};
+
+data make_data(size_t n)
+{
+    data d;
+    d.n = n;
+    splitmix r(SEED ^ (n * UINT64_C(0x100000001b3)));
+    d.delay.resize(n);
+    for (auto &x : d.delay)
+        x = 1 + r.below(MAX_DELAY);
+    d.perm.resize(n);
+    for (size_t i = 0; i < n; i++)
+        d.perm[i] = (uint32_t)i;
+    for (size_t i = n - 1; i > 0; i--)
+        std::swap(d.perm[i], d.perm[r.below((uint32_t)(i + 1))]);
+    size_t half = n / 2;
+    d.rdelay.resize(n - half);
+    for (auto &x : d.rdelay)
+        x = 1 + r.below(MAX_DELAY);
+    d.hb_state.resize(n - half);
+    for (auto &x : d.hb_state)
+        x = (uint8_t)(1 + r.below(HB_RESCHEDULES + 1)); // 1..21
+    return d;
+}
+
+inline void *arg_of(size_t i) { return (void *)(uintptr_t)i; }
+
+// ---- the allocator's state ------------------------------------------------------
+// Operation costs are measured in a steady state, as in a long-running server
+// whose memory has been obtained from the kernel already: glibc is told never
+// to give memory back and never to mmap, and before each N the heap is grown
+// and touched once (prefault), so no timed part takes page faults for fresh
+// memory. Between runs the free lists are consolidated (a large malloc does
+// that), so no structure pays inside its timed part for the millions of
+// small chunks the previous one left in glibc's fast bins.
+
+void setup_malloc()
+{
+    mallopt(M_TRIM_THRESHOLD, -1); // -1: never trim
+    mallopt(M_MMAP_MAX, 0);        // everything from the (prefaulted) heap
+}
+
+void prefault(size_t bytes)
+{
+    const size_t block = size_t(64) << 20;
+    std::vector<void *> blocks;
+    for (size_t done = 0; done < bytes; done += block) {
+        void *p = std::malloc(block);
+        if (!p)
+            break;
+        std::memset(p, 1, block);
+        blocks.push_back(p);
+    }
+    for (size_t i = blocks.size(); i-- > 0;)
+        std::free(blocks[i]);
+}
+
+void settle_malloc()
+{
+    void *p = std::malloc(size_t(1) << 16); // a large request consolidates fast bins
+    g_sink = g_sink + (uintptr_t)p;
+    std::free(p);
+}
+
+// ---- workload A: add, bytes, expire tick by tick, next-expiry checkpoints ----------
+
+constexpr uint64_t CHECKPOINT_EVERY = 1000; // ticks
+constexpr int QUERIES = 1000;               // next_expiry calls per checkpoint
+
+template <class S> void phase_a(S &s, const data &d, bool keep, const options &)
+{
+    const size_t n = d.n;
+    std::vector<typename S::handle> h(n);
+    s.create();
+    g_tick = 0;
+    g_state = nullptr;
+
+    uint64_t t0 = now_ns();
+    for (size_t i = 0; i < n; i++)
+        h[i] = s.add(d.delay[i], arg_of(i));
+    uint64_t t1 = now_ns();
+    int64_t bytes = s.bytes();
+
+    g_fire_hash = 0;
+    g_fired = 0;
+    uint64_t cp_hash = 0, q_ns = 0, q_count = 0, exp_ns = 0;
+    // Each checkpoint times three batches of QUERIES calls and keeps the
+    // fastest: a batch lasts microseconds, so one preemption would otherwise
+    // swamp it. The figure is the mean over checkpoints of those batches.
+    auto query = [&]() {
+        uint64_t v = s.next_expiry(), best = UINT64_MAX;
+        for (int batch = 0; batch < 3; batch++) {
+            uint64_t a = now_ns(), acc = 0;
+            for (int q = 0; q < QUERIES; q++)
+                acc += s.next_expiry();
+            uint64_t b = now_ns();
+            if (acc != v * QUERIES)
+                die("%s: next_expiry is not stable between calls", s.name);
+            best = std::min(best, b - a);
+            g_sink = g_sink + acc;
+        }
+        cp_hash = mix64(cp_hash ^ v) + 1;
+        q_ns += best;
+        q_count += QUERIES;
+    };
+    query();
+    uint64_t seg = now_ns();
+    for (uint64_t t = 1; t <= MAX_DELAY; t++) {
+        g_tick = t;
+        s.advance(1);
+        if (t % CHECKPOINT_EVERY == 0 && t < MAX_DELAY) {
+            exp_ns += now_ns() - seg;
+            query();
+            seg = now_ns();
+        }
+    }
+    exp_ns += now_ns() - seg;
+    if (s.next_expiry() != NEVER)
+        die("%s: timers left after driving past the longest delay", s.name);
+
+    cross_check(n, "expire (timer, tick) pairs", s.name, outcome{g_fired, g_fire_hash});
+    cross_check(n, "next-expiry values at checkpoints", s.name, outcome{q_count / QUERIES, cp_hash});
+    if (g_fired != n)
+        die("%s: %" PRIu64 " of %zu timers fired", s.name, g_fired, n);
+    s.destroy();
+
+    if (keep) {
+        record(s.name, n, "add", (double)(t1 - t0) / (double)n);
+        record(s.name, n, "bytes_per_timer", (double)bytes / (double)n);
+        record(s.name, n, "expire", (double)exp_ns / (double)n);
+        record(s.name, n, "next_expiry", (double)q_ns / (double)q_count);
+    }
+}
+
+// ---- workload B: cancel half, reschedule the rest, heartbeat, drain -----------------
+
+template <class S> void phase_b(S &s, const data &d, bool keep, const options &opt)
+{
+    const size_t n = d.n, half = n / 2, live = n - half;
+    // one record per timer, as a server keeps the handle in its connection
+    struct conn {
+        typename S::handle h;
+        uint8_t state; // heartbeat: 0 dead, 1..21 alive with state-1 reschedules done
+    };
+    std::vector<conn> c(n);
+    s.create();
+    g_tick = 0;
+    g_state = nullptr;
+    g_fire_hash = 0;
+    g_fired = 0;
+    for (size_t i = 0; i < n; i++)
+        c[i].h = s.add(d.delay[i], arg_of(i));
+
+    uint64_t rc = 0;
+    uint64_t t0 = now_ns();
+    for (size_t j = 0; j < half; j++)
+        rc += (uint64_t)s.cancel(c[d.perm[j]].h);
+    uint64_t t1 = now_ns();
+    for (size_t j = half; j < n; j++)
+        rc += (uint64_t)s.reschedule(c[d.perm[j]].h, d.rdelay[j - half]);
+    uint64_t t2 = now_ns();
+    if (rc != n)
+        die("%s: %" PRIu64 " of %zu cancels/reschedules succeeded", s.name, rc, n);
+    int64_t bytes_after = s.bytes();
+
+    // Heartbeat: each survivor is a connection at a random stage of its life
+    // (add, 20 reschedules, cancel, then a new connection on that slot). Each
+    // step picks a random connection and does its next operation; the driver
+    // advances one tick every live/1024 steps, so a connection is touched
+    // about every 1024 ticks while delays are uniform in [1, 60000]; a timer
+    // that fires ends its connection (the next step on it adds a new one).
+    const uint32_t *slot = d.perm.data() + half;
+    for (size_t j = 0; j < live; j++)
+        c[slot[j]].state = d.hb_state[j];
+    g_state = &c[0].state;
+    g_state_stride = sizeof(conn);
+    size_t ops = std::min(live * (HB_RESCHEDULES + 2), opt.hb_cap);
+    size_t per_tick = std::max<size_t>(1, live / 1024), tick_ctr = 0;
+    splitmix r(SEED + n);
+    uint64_t t3 = now_ns();
+    for (size_t k = 0; k < ops; k++) {
+        uint64_t x = r.next();
+        uint32_t i = slot[((x & 0xffffffffu) * live) >> 32];
+        uint32_t delay = 1 + (uint32_t)(((x >> 32) * MAX_DELAY) >> 32);
+        conn &cc = c[i];
+        if (cc.state == 0) {
+            cc.h = s.add(delay, arg_of(i));
+            cc.state = 1;
+        } else if (cc.state <= HB_RESCHEDULES) {
+            s.reschedule(cc.h, delay);
+            cc.state++;
+        } else {
+            s.cancel(cc.h);
+            cc.state = 0;
+        }
+        if (++tick_ctr == per_tick) {
+            tick_ctr = 0;
+            g_tick++;
+            s.advance(1);
+        }
+    }
+    uint64_t t4 = now_ns();
+    g_state = nullptr;
+    for (uint64_t end = g_tick + MAX_DELAY; g_tick < end;) {
+        g_tick++;
+        s.advance(1);
+    }
+    if (s.next_expiry() != NEVER)
+        die("%s: timers left after the drain", s.name);
+    cross_check(n, "cancel/reschedule/heartbeat (timer, tick) pairs", s.name,
+                outcome{g_fired, g_fire_hash});
+    s.destroy();
+
+    if (keep) {
+        record(s.name, n, "cancel", (double)(t1 - t0) / (double)half);
+        record(s.name, n, "reschedule", (double)(t2 - t1) / (double)live);
+        record(s.name, n, "heartbeat", (double)(t4 - t3) / (double)ops);
+        record(s.name, n, "bytes_per_live_after_cancel", (double)bytes_after / (double)live);
+    }
+}
+
+// ---- idle catch-up: one hour of 1 ms ticks with nothing due ------------------------
+
+template <class S> void idle(S &s, bool far, bool keep)
+{
+    s.create();
+    g_state = nullptr;
+    uint64_t fired0 = g_fired;
+    if (far)
+        s.add(FAR_DELAY, arg_of(0));
+    uint64_t t0 = now_ns();
+    s.advance(IDLE_TICKS);
+    uint64_t t1 = now_ns();
+    uint64_t want = far ? FAR_DELAY - IDLE_TICKS : NEVER;
+    uint64_t got = s.next_expiry();
+    if (got != want || g_fired != fired0)
+        die("%s: after idle catch-up next_expiry is %" PRIu64 ", expected %" PRIu64,
+            s.name, got, want);
+    s.destroy();
+    if (keep)
+        record(s.name, 0, far ? "idle_far_us" : "idle_empty_us", (double)(t1 - t0) / 1e3);
+}
+
+// ---- contended: 4 threads add/cancel while one drives --------------------------------
+// Each worker owns a ring of n/4 timers: every iteration cancels the timer in
+// the next ring slot (fired or not) and adds a new one there (delay uniform in
+// [1, 60000]), for a fixed wall-clock time. The driver advances one tick,
+// sleeps ~20 µs, repeats, until the workers stop. Figure: wall time / (cancels
+// + adds of all workers), so a lock that collapses cannot stretch the run.
+
+constexpr int WORKERS = 4;
+
+struct mt_result {
+    double ns_per_op;
+    uint64_t ticks, fired;
+};
+
+std::atomic<uint64_t> mt_fired;
+void mt_fire(void *) { mt_fired.fetch_add(1, std::memory_order_relaxed); }
+
+void driver_sleep()
+{
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, nullptr);
+}
+
+template <class Setup, class Work, class Tick>
+mt_result run_contended(double seconds, Setup setup, Work work, Tick tick)
+{
+    std::atomic<int> go(0), done(0), stop(0);
+    std::atomic<uint64_t> ops(0);
+    uint64_t ticks = 0;
+    setup();
+    std::vector<std::thread> ws;
+    for (int w = 0; w < WORKERS; w++)
+        ws.emplace_back([&, w] {
+            while (!go.load(std::memory_order_acquire))
+                std::this_thread::yield();
+            ops.fetch_add(work(w, stop), std::memory_order_relaxed);
+            done.fetch_add(1, std::memory_order_release);
+        });
+    std::thread drv([&] {
+        prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+        while (!go.load(std::memory_order_acquire))
+            std::this_thread::yield();
+        while (done.load(std::memory_order_acquire) < WORKERS) {
+            tick();
+            ticks++;
+            driver_sleep();
+        }
+    });
+    uint64_t t0 = now_ns();
+    go.store(1, std::memory_order_release);
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, nullptr);
+    stop.store(1, std::memory_order_relaxed);
+    for (auto &t : ws)
+        t.join();
+    uint64_t t1 = now_ns();
+    drv.join();
+    // each iteration is one cancel and one add
+    return mt_result{(double)(t1 - t0) / (double)(2 * std::max<uint64_t>(1, ops.load())),
+                     ticks, mt_fired.load()};
+}
+
+mt_result contended_twheel(int lock, size_t n, double seconds)
+{
+    struct tw_config c;
+    tw_config_init(&c);
+    c.lock = lock;
+    tw_wheel *w = tw_create(&c);
+    if (!w)
+        die("tw_create failed");
+    size_t ring = std::max<size_t>(1, n / WORKERS);
+    std::vector<std::vector<tw_id>> ids(WORKERS, std::vector<tw_id>(ring));
+    auto cb = [](tw_wheel *, tw_id, void *) { mt_fire(nullptr); };
+    mt_fired = 0;
+    auto setup = [&] {
+        splitmix r(SEED);
+        for (auto &v : ids)
+            for (auto &id : v)
+                id = tw_add(w, 1 + r.below(MAX_DELAY), cb, nullptr);
+    };
+    auto work = [&](int me, std::atomic<int> &stop) -> uint64_t {
+        splitmix r(SEED + (uint64_t)me + 1);
+        std::vector<tw_id> &v = ids[me];
+        uint64_t i = 0, sink = 0;
+        for (size_t j = 0; !stop.load(std::memory_order_relaxed); i++) {
+            sink += (uint64_t)tw_cancel(w, v[j]);
+            v[j] = tw_add(w, 1 + r.below(MAX_DELAY), cb, nullptr);
+            sink += v[j];
+            if (++j == ring)
+                j = 0;
+        }
+        sink_add(sink);
+        return i;
+    };
+    auto tick = [&] { tw_advance(w, 1); };
+    mt_result res = run_contended(seconds, setup, work, tick);
+    tw_destroy(w);
+    return res;
+}
+
+// skynet has no cancel: a skynet service cancels by forgetting the session,
+// and ignores the response when it comes. Here each ring slot carries a
+// session generation; cancel bumps it, a node whose generation is stale is
+// dropped by the dispatch function. No lock is taken for a cancel.
+std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> sk_sessions;
+
+void sk_mt_fire(void *arg)
+{
+    uint64_t a = (uint64_t)(uintptr_t)arg;
+    uint32_t gen = (uint32_t)a, slot = (uint32_t)((a >> 32) & 0x0fffffff);
+    int w = (int)(a >> 60);
+    if (sk_sessions[w][slot].load(std::memory_order_relaxed) == gen)
+        mt_fire(nullptr);
+}
+
+mt_result contended_skynet(size_t n, double seconds)
+{
+    sk_timer *T = sk_create(sk_mt_fire);
+    size_t ring = std::max<size_t>(1, n / WORKERS);
+    sk_sessions.clear();
+    for (int w = 0; w < WORKERS; w++) {
+        sk_sessions.emplace_back(new std::atomic<uint32_t>[ring]);
+        for (size_t i = 0; i < ring; i++)
+            sk_sessions[w][i].store(0);
+    }
+    auto encode = [](uint64_t w, uint64_t slot, uint32_t gen) {
+        return (void *)(uintptr_t)((w << 60) | (slot << 32) | gen);
+    };
+    mt_fired = 0;
+    auto setup = [&] {
+        splitmix r(SEED);
+        for (int w = 0; w < WORKERS; w++)
+            for (size_t i = 0; i < ring; i++)
+                sk_add(T, 1 + r.below(MAX_DELAY), encode((uint64_t)w, i, 0));
+    };
+    auto work = [&](int me, std::atomic<int> &stop) -> uint64_t {
+        splitmix r(SEED + (uint64_t)me + 1);
+        std::atomic<uint32_t> *sess = sk_sessions[me].get();
+        uint64_t i = 0, sink = 0;
+        for (size_t j = 0; !stop.load(std::memory_order_relaxed); i++) {
+            uint32_t gen = sess[j].load(std::memory_order_relaxed) + 1;
+            sess[j].store(gen, std::memory_order_relaxed); // cancel
+            sink += (uintptr_t)sk_add(T, 1 + r.below(MAX_DELAY), encode((uint64_t)me, j, gen));
+            if (++j == ring)
+                j = 0;
+        }
+        sink_add(sink);
+        return i;
+    };
+    auto tick = [&] { sk_advance(T, 1); };
+    mt_result res = run_contended(seconds, setup, work, tick);
+    sk_destroy(T);
+    return res;
+}
+
+// ---- output ----------------------------------------------------------------------
+
+struct column {
+    const char *workload;
+    const char *title;
+    const char *unit;
+};
+
+const column table_cols[] = {
+    {"add", "add", "ns/op"},
+    {"cancel", "cancel", "ns/op"},
+    {"expire", "expire", "ns/fired"},
+    {"next_expiry", "next-exp", "ns/op"},
+    {"reschedule", "resched", "ns/op"},
+    {"heartbeat", "heartbeat", "ns/op"},
+    {"bytes_per_timer", "B/timer", "bytes"},
+};
+
+const char *const baselines[] = {"heap_binary", "heap_quad", "tree_map", "skynet"};
+const char *const headline = "twheel";
+
+std::string fmt_n(size_t n)
+{
+    char b[32];
+    if (n >= 1000000 && n % 1000000 == 0)
+        std::snprintf(b, sizeof b, "%zuM", n / 1000000);
+    else if (n >= 1000 && n % 1000 == 0)
+        std::snprintf(b, sizeof b, "%zuk", n / 1000);
+    else
+        std::snprintf(b, sizeof b, "%zu", n);
+    return b;
+}
+
+std::string fmt_v(double v)
+{
+    char b[32];
+    if (v >= 1000)
+        std::snprintf(b, sizeof b, "%.0f", v);
+    else if (v >= 100)
+        std::snprintf(b, sizeof b, "%.1f", v);
+    else if (v >= 1)
+        std::snprintf(b, sizeof b, "%.2f", v);
+    else
+        std::snprintf(b, sizeof b, "%.3f", v);
+    return b;
+}
+
+std::string fmt_ratio(const std::string &a, const std::string &b, size_t n, const char *w)
+{
+    double x, y;
+    if (!median_of(a, n, w, &x) || !median_of(b, n, w, &y) || y <= 0)
+        return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3fx", x / y);
+    return buf;
+}
+
+void print_machine()
+{
+    std::string cpu = "unknown CPU";
+    if (FILE *f = std::fopen("/proc/cpuinfo", "r")) {
+        char line[512];
+        while (std::fgets(line, sizeof line, f))
+            if (std::strncmp(line, "model name", 10) == 0) {
+                const char *p = std::strchr(line, ':');
+                if (p) {
+                    cpu = p + 2;
+                    cpu.erase(cpu.find_last_not_of("\n ") + 1);
+                }
+                break;
+            }
+        std::fclose(f);
+    }
+    std::printf("machine: %s, %ld online CPUs; compiler: %s\n", cpu.c_str(),
+                sysconf(_SC_NPROCESSORS_ONLN), __VERSION__);
+}
+
+void print_tables(const options &opt, const std::vector<std::string> &structs)
+{
+    if (opt.single)
+        std::printf("\nns per operation (expire: per timer fired), median of the "
+                    "repetitions; B/timer: bytes held per live timer after adding N.\n");
+    for (size_t n : opt.single ? opt.ns : std::vector<size_t>{}) {
+        std::printf("\nN = %s (%d rep%s)\n", fmt_n(n).c_str(), opt.reps(n),
+                    opt.reps(n) > 1 ? "s" : "");
+        std::printf("%-22s", "structure");
+        for (auto &c : table_cols)
+            std::printf("%11s", c.title);
+        std::printf("\n");
+        for (auto &s : structs) {
+            std::printf("%-22s", s.c_str());
+            for (auto &c : table_cols) {
+                double v;
+                std::printf("%11s", median_of(s, n, c.workload, &v) ? fmt_v(v).c_str() : "-");
+            }
+            std::printf("\n");
+        }
+        for (const char *who : {"twheel", "twheel-none"}) {
+            if (std::find(structs.begin(), structs.end(), who) == structs.end())
+                continue;
+            for (const char *b : baselines) {
+                if (std::find(structs.begin(), structs.end(), b) == structs.end())
+                    continue;
+                std::string label = std::string(who) + " / " + b;
+                std::printf("%-22s", label.c_str());
+                for (auto &c : table_cols)
+                    std::printf("%11s", fmt_ratio(who, b, n, c.workload).c_str());
+                std::printf("\n");
+            }
+        }
+    }
+
+    if (opt.idle) {
+        std::printf("\nidle catch-up: one advance over 3,600,000 ticks (1 h of 1 ms "
+                    "ticks), microseconds; far: one timer due at 1 h + 30 s\n");
+        std::printf("%-22s%14s%14s\n", "structure", "empty (us)", "far (us)");
+        for (auto &s : structs) {
+            double a, b;
+            bool ha = median_of(s, 0, "idle_empty_us", &a), hb = median_of(s, 0, "idle_far_us", &b);
+            if (!ha && !hb)
+                continue;
+            std::printf("%-22s%14s%14s\n", s.c_str(), ha ? fmt_v(a).c_str() : "-",
+                        hb ? fmt_v(b).c_str() : "-");
+        }
+        for (const char *b : baselines) {
+            std::string label = std::string("twheel / ") + b;
+            std::string r1 = fmt_ratio("twheel", b, 0, "idle_empty_us");
+            std::string r2 = fmt_ratio("twheel", b, 0, "idle_far_us");
+            if (r1 != "-" || r2 != "-")
+                std::printf("%-22s%14s%14s\n", label.c_str(), r1.c_str(), r2.c_str());
+        }
+    }
+
+    if (opt.contended) {
+        std::printf("\ncontended: %d threads cancel+add (ring of N/%d timers each) "
+                    "while one thread advances a tick every ~20 us; ns per "
+                    "operation (wall time / all operations)\n", WORKERS, WORKERS);
+        std::printf("%-22s", "structure");
+        for (size_t n : opt.ns)
+            std::printf("%11s", ("N=" + fmt_n(n)).c_str());
+        std::printf("\n");
+        const char *mts[] = {"twheel", "twheel-mutex", "skynet"};
+        for (const char *s : mts) {
+            std::printf("%-22s", s);
+            for (size_t n : opt.ns) {
+                double v;
+                std::printf("%11s", median_of(s, n, "contended", &v) ? fmt_v(v).c_str() : "-");
+            }
+            std::printf("\n");
+        }
+        for (const char *s : {"twheel", "twheel-mutex"}) {
+            std::string label = std::string(s) + " / skynet";
+            std::printf("%-22s", label.c_str());
+            for (size_t n : opt.ns)
+                std::printf("%11s", fmt_ratio(s, "skynet", n, "contended").c_str());
+            std::printf("\n");
+        }
+    }
+}
+
+struct target {
+    const char *text;
+    const char *workload;
+    const char *versus; // null: absolute
+    double limit;
+};
+
+void print_targets(const options &opt)
+{
+    size_t n = 0;
+    for (size_t x : opt.ns)
+        if (x <= 1000000)
+            n = x;
+    if (!n)
+        return;
+    const target ts[] = {
+        {"add <= 0.5x skynet", "add", "skynet", 0.5},
+        {"cancel <= 0.5x heap_binary", "cancel", "heap_binary", 0.5},
+        {"expire <= 0.3x heap_binary", "expire", "heap_binary", 0.3},
+        {"expire <= 0.5x skynet", "expire", "skynet", 0.5},
+        {"next-expiry <= 20 ns", "next_expiry", nullptr, 20},
+        {"idle 1 h catch-up <= 50 us", "idle_empty_us", nullptr, 50},
+        {"idle 1 h catch-up, far timer <= 50 us", "idle_far_us", nullptr, 50},
+        {"<= 48 bytes per live timer", "bytes_per_timer", nullptr, 48},
+    };
+    std::printf("\ntargets (issue 7) at N = %s%s, twheel in its default "
+                "configuration (TW_LOCK_SPIN)\n", fmt_n(n).c_str(),
+                n == 1000000 ? "" : " (the targets are stated for N = 1M)");
+    for (auto &t : ts) {
+        size_t nn = std::strncmp(t.workload, "idle", 4) == 0 ? 0 : n;
+        double a, b;
+        if (!median_of(headline, nn, t.workload, &a))
+            continue;
+        if (t.versus) {
+            if (!median_of(t.versus, nn, t.workload, &b) || b <= 0)
+                continue;
+            std::printf("  %-40s %8.3fx  %s\n", t.text, a / b, a / b <= t.limit ? "met" : "MISSED");
+        } else {
+            std::printf("  %-40s %8s   %s\n", t.text, fmt_v(a).c_str(), a <= t.limit ? "met" : "MISSED");
+        }
+    }
+}
+
+const char *unit_of(const std::string &w)
+{
+    if (w == "bytes_per_timer" || w == "bytes_per_live_after_cancel")
+        return "bytes";
+    if (w == "idle_empty_us" || w == "idle_far_us")
+        return "us";
+    if (w == "expire")
+        return "ns/fired";
+    return "ns/op";
+}
+
+void write_csv(const std::string &path)
+{
+    FILE *f = std::fopen(path.c_str(), "w");
+    if (!f) {
+        std::fprintf(stderr, "twheel_bench: cannot write %s: %s\n", path.c_str(),
+                     std::strerror(errno));
+        return;
+    }
+    std::fprintf(f, "structure,n,workload,unit,median,min,max,reps");
+    for (const char *b : baselines)
+        std::fprintf(f, ",twheel_vs_%s", b);
+    std::fprintf(f, "\n");
+    for (auto &kv : samples) {
+        const key &k = kv.first;
+        double med = 0, lo = 0, hi = 0;
+        size_t cnt = 0;
+        median_of(k.structure, k.n, k.workload, &med, &lo, &hi, &cnt);
+        std::fprintf(f, "%s,%zu,%s,%s,%.4g,%.4g,%.4g,%zu", k.structure.c_str(), k.n,
+                     k.workload.c_str(), unit_of(k.workload), med, lo, hi, cnt);
+        for (const char *b : baselines) {
+            double other;
+            if (k.structure.compare(0, 6, "twheel") == 0 &&
+                median_of(b, k.n, k.workload, &other) && other > 0)
+                std::fprintf(f, ",%.4f", med / other);
+            else
+                std::fprintf(f, ",");
+        }
+        std::fprintf(f, "\n");
+    }
+    std::fclose(f);
+    std::printf("\nCSV written to %s\n", path.c_str());
+}
+
+std::string default_csv()
+{
+    char buf[4096];
+    ssize_t len = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (len <= 0)
+        return "twheel_bench.csv";
+    buf[len] = 0;
+    std::string p(buf);
+    size_t slash = p.rfind('/');
+    return (slash == std::string::npos ? std::string(".") : p.substr(0, slash)) + "/results.csv";
+}
+
+void usage(FILE *f)
+{
+    std::fprintf(f,
+        "usage: twheel_bench [--quick] [--csv PATH] [--n N,N,...] [--reps K]\n"
+        "                    [--only NAME,...] [--no-contended] [--no-idle]\n"
+        "                    [--contended-only]\n"
+        "  --quick          N = 10k and 1M, fewer repetitions (< 30 s on 2 cores)\n"
+        "  --csv PATH       CSV output (default: results.csv beside the program)\n"
+        "  --n LIST         timer counts, e.g. 10000,1000000 (default 10k,1M,10M)\n"
+        "  --reps K         repetitions per figure (default 7 / 3 / 1 by N)\n"
+        "  --only LIST      structures to run (prefixes): twheel, twheel-none,\n"
+        "                   heap_binary, heap_quad, tree_map, skynet\n");
+}
+
+std::vector<std::string> split(const char *s)
+{
+    std::vector<std::string> out;
+    std::string cur;
+    for (const char *p = s;; p++) {
+        if (*p == ',' || !*p) {
+            if (!cur.empty())
+                out.push_back(cur);
+            cur.clear();
+            if (!*p)
+                break;
+        } else {
+            cur += *p;
+        }
+    }
+    return out;
+}
+
+size_t parse_count(const std::string &s)
+{
+    char *end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (end && (*end == 'k' || *end == 'K'))
+        v *= 1e3;
+    else if (end && (*end == 'm' || *end == 'M'))
+        v *= 1e6;
+    if (!(v >= 2 && v <= 1e8))
+        die("bad timer count '%s' (2 .. 100M)", s.c_str());
+    return (size_t)v;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    options opt;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        auto value = [&]() -> const char * {
+            if (i + 1 >= argc)
+                die("%s needs a value", a.c_str());
+            return argv[++i];
+        };
+        if (a == "--quick")
+            opt.quick = true;
+        else if (a == "--csv")
+            opt.csv = value();
+        else if (a == "--n")
+            for (auto &x : split(value()))
+                opt.ns.push_back(parse_count(x));
+        else if (a == "--reps")
+            opt.reps_override = std::atoi(value());
+        else if (a == "--only")
+            opt.only = split(value());
+        else if (a == "--no-contended")
+            opt.contended = false;
+        else if (a == "--no-idle")
+            opt.idle = false;
+        else if (a == "--contended-only")
+            opt.single = opt.idle = false;
+        else if (a == "-h" || a == "--help") {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (opt.ns.empty())
+        opt.ns = opt.quick ? std::vector<size_t>{10000, 1000000}
+                           : std::vector<size_t>{10000, 1000000, 10000000};
+    if (opt.csv.empty())
+        opt.csv = default_csv();
+    opt.hb_cap = opt.quick ? 500000 : 4000000;
+    opt.contended_seconds = opt.quick ? 0.25 : 0.5;
+    progress.on = isatty(2);
+    setup_malloc();
+    progress.start = now_ns();
+
+    twheel_s tw_spin("twheel", TW_LOCK_SPIN), tw_none("twheel-none", TW_LOCK_NONE);
+    heap_binary_s hb;
+    heap_quad_s hq;
+    tree_map_s tm;
+    skynet_s sk;
+
+    std::vector<std::string> structs;
+    for (const char *s : {"twheel", "twheel-none", "heap_binary", "heap_quad", "tree_map", "skynet"})
+        if (opt.wants(s))
+            structs.push_back(s);
+    if (structs.empty())
+        die("--only matched no structure");
+
+    // every structure, one call: keeps the six instantiations in one place
+    auto for_each = [&](auto &&f) {
+        if (opt.wants("twheel") && opt.wants(tw_spin.name)) f(tw_spin);
+        if (opt.wants(tw_none.name)) f(tw_none);
+        if (opt.wants(hb.name)) f(hb);
+        if (opt.wants(hq.name)) f(hq);
+        if (opt.wants(tm.name)) f(tm);
+        if (opt.wants(sk.name)) f(sk);
+    };
+
+    progress.total = 0;
+    for (size_t n : opt.ns)
+        progress.total += (opt.single ? opt.reps(n) * (int)structs.size() : 0) +
+                          (opt.contended ? 3 : 0);
+    progress.total += opt.idle ? (int)structs.size() : 0;
+
+    std::printf("twheel_bench: %s run, N = ", opt.quick ? "quick" : "full");
+    for (size_t k = 0; k < opt.ns.size(); k++)
+        std::printf("%s%s", k ? ", " : "", fmt_n(opt.ns[k]).c_str());
+    std::printf("; delays uniform in [1, %u] ticks; seed %016" PRIx64 "\n", MAX_DELAY, SEED);
+    print_machine();
+    std::fflush(stdout);
+
+    // Warm-up: every workload once on a small input, results thrown away
+    // (also checks every structure against the others before any timing).
+    if (opt.single) {
+        data d = make_data(4096);
+        for_each([&](auto &s) {
+            progress.step("warm-up", s.name, d.n, 0, 1);
+            phase_a(s, d, false, opt);
+            settle_malloc();
+            phase_b(s, d, false, opt);
+            settle_malloc();
+        });
+    }
+
+    for (size_t n : opt.ns) {
+        data d = make_data(n);
+        int reps = opt.reps(n);
+        // peak heap of any run: ~100 bytes per timer (tree nodes, handles,
+        // garbage skynet nodes) plus the heartbeat's garbage; with margin
+        progress.step("prefault", "", n, 0, reps);
+        prefault(n * 128 + (size_t(256) << 20));
+        // Repetition-major: each rep runs every structure once, so slow drift
+        // of the machine spreads over all structures alike.
+        for (int rep = 0; rep < reps && opt.single; rep++)
+            for_each([&](auto &s) {
+                progress.step("add/expire/next-expiry", s.name, n, rep, reps);
+                phase_a(s, d, true, opt);
+                settle_malloc();
+                progress.step("cancel/reschedule/heartbeat", s.name, n, rep, reps);
+                phase_b(s, d, true, opt);
+                settle_malloc();
+                progress.done++;
+            });
+        if (opt.contended) {
+            for (int rep = 0; rep < reps; rep++) {
+                if (opt.wants("twheel")) {
+                    progress.step("contended", "twheel (spin)", n, rep, reps);
+                    record("twheel", n, "contended",
+                           contended_twheel(TW_LOCK_SPIN, n, opt.contended_seconds).ns_per_op);
+                    settle_malloc();
+                    progress.step("contended", "twheel (mutex)", n, rep, reps);
+                    record("twheel-mutex", n, "contended",
+                           contended_twheel(TW_LOCK_MUTEX, n, opt.contended_seconds).ns_per_op);
+                    settle_malloc();
+                }
+                if (opt.wants("skynet")) {
+                    progress.step("contended", "skynet", n, rep, reps);
+                    record("skynet", n, "contended",
+                           contended_skynet(n, opt.contended_seconds).ns_per_op);
+                    settle_malloc();
+                }
+            }
+            progress.done += 3;
+        }
+    }
+
+    if (opt.idle) {
+        const int reps = opt.quick ? 3 : 7;
+        for_each([&](auto &s) {
+            progress.step("idle catch-up", s.name, 0, 0, reps);
+            idle(s, false, false);
+            for (int rep = 0; rep < reps; rep++) {
+                idle(s, false, true);
+                idle(s, true, true);
+            }
+            progress.done++;
+        });
+    }
+    progress.finish();
+
+    print_tables(opt, structs);
+    if (opt.single)
+        print_targets(opt);
+    write_csv(opt.csv);
+    std::printf("checksum %016" PRIx64 " (ignore; keeps the work observable)\n",
+                (uint64_t)g_sink ^ g_mt_sink.load());
+    return 0;
+}

@@ -1,0 +1,58 @@
+// twheel behind the benchmark's common interface: add(delay) -> handle,
+// cancel, reschedule, advance(ticks), next_expiry, bytes. Every call is the
+// plain public C API; bytes come from tw_get_stats().
+#ifndef BENCH_TWHEEL_ADAPTER_HPP
+#define BENCH_TWHEEL_ADAPTER_HPP
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "timer.h"
+
+namespace bench {
+
+template <void (*Fire)(void *)> struct twheel_adapter {
+    using handle = tw_id;
+    const char *name;
+    int lock;
+    tw_wheel *w = nullptr;
+
+    twheel_adapter(const char *n, int lock_kind) : name(n), lock(lock_kind) {}
+
+    static void trampoline(tw_wheel *, tw_id, void *arg) { Fire(arg); }
+
+    void create()
+    {
+        struct tw_config c;
+        tw_config_init(&c);
+        c.lock = lock;
+        w = tw_create(&c);
+        if (!w) {
+            std::perror("tw_create");
+            std::exit(2);
+        }
+    }
+    void destroy()
+    {
+        tw_destroy(w);
+        w = nullptr;
+    }
+    handle add(uint64_t delay, void *arg) { return tw_add(w, delay, trampoline, arg); }
+    int cancel(handle &h) { return tw_cancel(w, h); }
+    int reschedule(handle &h, uint64_t delay) { return tw_reschedule(w, h, delay); }
+    void advance(uint64_t ticks) { tw_advance(w, ticks); }
+    uint64_t next_expiry() { return tw_next_expiry(w); }
+    int64_t bytes()
+    {
+        struct tw_stats s;
+        s.size = sizeof s;
+        if (tw_get_stats(w, &s) != 0)
+            return -1;
+        return (int64_t)s.bytes;
+    }
+};
+
+} // namespace bench
+
+#endif
