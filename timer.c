@@ -182,7 +182,7 @@ struct tw_wheel {
 };
 
 static void lock(tw_wheel *w);
-static void lock_as_driver(tw_wheel *w);
+static void acquire(tw_wheel *w, int driver);
 static void unlock(tw_wheel *w);
 static int on_driver_thread(const tw_wheel *w);
 
@@ -610,10 +610,7 @@ static void finish_node(tw_wheel *w, uint32_t index)
         int driver = on_driver_thread(w); /* decided under the lock */
         unlock(w);
         release(user_data);
-        if (driver)
-            lock_as_driver(w);
-        else
-            lock(w);
+        acquire(w, driver);
     }
     node_free(w, index);
 }
@@ -637,7 +634,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         w->fired++;
         unlock(w);
         callback(w, make_id(index, generation), user_data);
-        lock_as_driver(w);
+        acquire(w, 1);
         ran++;
         n = node_at(w, index);
         if (n->state == NODE_DETACHED && n->interval) {
@@ -760,14 +757,22 @@ static void cpu_pause(void)
 #endif
 }
 
+static int spin_try(tw_wheel *w)
+{
+    return !spin_load(&w->locked) && !spin_exchange_acquire(&w->locked, 1u);
+}
+
 static void spin_acquire(tw_wheel *w, int driver)
 {
     unsigned spins = 0;
+    /* Uncontended (the common case between callbacks): take it without
+     * writing the flag that every waiting producer polls. */
+    if (driver && spin_try(w))
+        return;
     if (driver)
         spin_store(&w->driver_waiting, 1u);
     for (;;) {
-        if ((driver || !spin_load(&w->driver_waiting)) && !spin_load(&w->locked) &&
-            !spin_exchange_acquire(&w->locked, 1u))
+        if ((driver || !spin_load(&w->driver_waiting)) && spin_try(w))
             break;
         cpu_pause();
         /* Every 64 pauses give the CPU away: first by yielding; when that
@@ -786,21 +791,19 @@ static void spin_acquire(tw_wheel *w, int driver)
         spin_store(&w->driver_waiting, 0u);
 }
 
-static void lock(tw_wheel *w)
+/* `driver`: the driving thread retaking the lock between callbacks, which
+ * the spinlock serves ahead of producers. */
+static void acquire(tw_wheel *w, int driver)
 {
     if (w->lock_kind == TW_LOCK_SPIN)
-        spin_acquire(w, 0);
+        spin_acquire(w, driver);
     else if (w->lock_kind == TW_LOCK_MUTEX)
         pthread_mutex_lock(&w->mutex);
 }
 
-/* The driver retaking the lock between callbacks. */
-static void lock_as_driver(tw_wheel *w)
+static void lock(tw_wheel *w)
 {
-    if (w->lock_kind == TW_LOCK_SPIN)
-        spin_acquire(w, 1);
-    else if (w->lock_kind == TW_LOCK_MUTEX)
-        pthread_mutex_lock(&w->mutex);
+    acquire(w, 0);
 }
 
 static void unlock(tw_wheel *w)
@@ -1111,7 +1114,7 @@ TW_EXPORT int64_t tw_expire(tw_wheel *w)
     w->driver = pthread_self();
     unlock(w);
     clock = read_clock(w);
-    lock_as_driver(w);
+    acquire(w, 1);
     if (clock < w->last_clock_us) {
         w->base_us = w->last_clock_us = clock;
         w->base_tick = w->now;
