@@ -59,10 +59,10 @@ typedef unsigned spin_word;
 #define LEVEL_MASK (LEVEL_SIZE - 1)
 #define LEVELS 4
 
-/* Every pending node sits on exactly one list, named by a small number: the
- * 256 near slots, the 4*64 level slots, and two due lists that take turns:
- * one collects timers due now for the next advance while the driver runs
- * the other. */
+/* Every pending node is placed in exactly one queue, named by a small
+ * number: the 256 near slots, the 4*64 level slots, and two due queues that
+ * take turns: one collects timers due now for the next advance while the
+ * driver runs the other. ("list" in names below means such a number.) */
 #define LIST_LEVEL0 NEAR_SIZE
 #define LIST_SLOTS (NEAR_SIZE + LEVELS * LEVEL_SIZE) /* 512 */
 #define LIST_DUE_A LIST_SLOTS
@@ -70,14 +70,24 @@ typedef unsigned spin_word;
 #define LIST_COUNT (LIST_SLOTS + 2)
 #define LIST_NONE 0xffffu
 
-/* A node's `list` field names its list. On a due list, the due tick may lie
- * more than 2^32 ticks back (a callback re-armed it during a long jump), so
- * the field also keeps bits 32..45 of the due tick: flag | which list |
+/* A node's `list` field names its queue. On a due queue, the due tick may
+ * lie more than 2^32 ticks back (a callback re-armed it during a long jump),
+ * so the field also keeps bits 32..45 of the due tick: flag | which queue |
  * 14 epoch bits. */
 #define DUE_FLAG 0x8000u
 #define DUE_WHICH_SHIFT 14
 #define DUE_EPOCH_BITS 14
 #define DUE_EPOCH_MASK ((1u << DUE_EPOCH_BITS) - 1)
+
+/* A queue is a chain of 64-byte blocks (one cache line: a link and 15 node
+ * indices). A position names one entry: block number << 4 | offset. */
+#define BLOCK_ENTRIES 15
+#define POSITION_BITS 4
+#define OFFSET_MASK ((1u << POSITION_BITS) - 1)
+#define NO_POSITION UINT32_MAX
+#define BLOCK_CHUNK_BITS 7 /* blocks come from the allocator 128 at a time */
+#define BLOCK_CHUNK (1u << BLOCK_CHUNK_BITS)
+#define MAX_BLOCK_CHUNKS ((UINT32_C(1) << (32 - POSITION_BITS - BLOCK_CHUNK_BITS)) - 1)
 
 /* Pending counters per group: near, level 0..3, due. */
 #define GROUP_COUNT 6
@@ -93,15 +103,16 @@ typedef unsigned spin_word;
 
 enum node_state {
     NODE_FREE = 0,   /* on the free list (or retired) */
-    NODE_LINKED,     /* on a slot, the due list or the batch */
-    NODE_DETACHED,   /* on no list: its callback is running */
+    NODE_LINKED,     /* placed in a queue: a slot or a due queue */
+    NODE_DETACHED,   /* in no queue: its callback is running */
     NODE_CANCELLED   /* detached and dead: cancelled while its callback ran,
                         or its release hook is running; freed right after */
 };
 
-/* 40 bytes on LP64: the whole per-timer cost. */
+/* 40 bytes on LP64; with its 4-byte queue entry, the whole per-timer cost. */
 struct node {
-    uint32_t next, prev;  /* list links (pool indices); next links free nodes */
+    uint32_t next;        /* free list link */
+    uint32_t position;    /* its live queue entry, or NO_POSITION */
     uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain */
     uint32_t generation;  /* bumped on free; the high half of the id */
     uint32_t interval;    /* 0 for one-shots */
@@ -112,8 +123,25 @@ struct node {
     void *user_data;
 };
 
-struct list {
-    uint32_t head, tail;
+struct block {
+    uint32_t next; /* next block of its queue or of the free list, or NIL */
+    uint32_t index[BLOCK_ENTRIES];
+};
+
+/* Entries are appended at the tail and taken from the head, so timers of one
+ * tick keep their insertion order. An entry whose node has since been
+ * cancelled or moved is stale and is skipped when reached. */
+struct queue {
+    uint32_t head, tail; /* next entry to read, next to write; NO_POSITION
+                            when the queue holds no block */
+    uint32_t count;      /* live entries */
+    uint32_t entries;    /* live and stale entries */
+};
+
+/* BLOCK_CHUNK blocks, 64-byte aligned inside the memory the allocator gave */
+struct block_chunk {
+    struct block *blocks;
+    void *memory;
 };
 
 enum thread_state { THREAD_IDLE = 0, THREAD_RUNNING, THREAD_STOPPING };
@@ -125,7 +153,7 @@ struct tw_wheel {
 
     /* slots, with one occupancy bit per slot: near in words 0..3, level i
      * in word 4 + i */
-    struct list lists[LIST_COUNT];
+    struct queue queues[LIST_COUNT];
     uint64_t occupied[LIST_SLOTS / 64];
     uint64_t group_count[GROUP_COUNT];
 
@@ -135,6 +163,13 @@ struct tw_wheel {
     uint32_t used;      /* indices below this have been handed out once */
     uint32_t free_head; /* LIFO: a reused node is still warm in cache */
     uint32_t free_count;
+
+    /* queue blocks */
+    struct block_chunk *block_chunks;
+    uint32_t block_chunk_count, block_chunk_capacity;
+    uint32_t free_block, free_blocks;
+    uint32_t entries; /* in all queues, stale ones included */
+    uint64_t entries_supported; /* by the blocks there are */
 
     /* dispatch */
     unsigned due_list;    /* the due list collecting timers for next time */
@@ -181,9 +216,19 @@ struct tw_wheel {
     uint32_t period_us;
 };
 
-static void lock(tw_wheel *w);
-static void acquire(tw_wheel *w, int driver);
-static void unlock(tw_wheel *w);
+/* Small functions on the hot paths are inlined by force (a call per timer
+ * per step is measurable); cold paths are kept out of line. */
+#if defined(__GNUC__)
+#define HOT_INLINE inline __attribute__((always_inline))
+#define COLD __attribute__((noinline, cold))
+#else
+#define HOT_INLINE inline
+#define COLD
+#endif
+
+static HOT_INLINE void lock(tw_wheel *w);
+static HOT_INLINE void acquire(tw_wheel *w, int driver);
+static HOT_INLINE void unlock(tw_wheel *w);
 static int on_driver_thread(const tw_wheel *w);
 
 static int lowest_bit(uint64_t x) /* x != 0 */
@@ -313,9 +358,169 @@ static void node_free(tw_wheel *w, uint32_t index)
 }
 
 /* ==== slots and bitmaps =================================================
- * Doubly linked lists of pool indices with head and tail, so appends keep
- * FIFO order and any node unlinks in O(1). A slot's occupancy bit is set
- * exactly when its list is non-empty. */
+ * Each slot is a queue of node indices in 64-byte blocks. Placing a node
+ * appends its index and remembers the entry's position in the node; taking
+ * it out (cancel, reschedule) only changes the node, leaving a stale entry
+ * behind. So a cancel touches one cache line, an add touches its node and a
+ * queue tail that is warm, and walking a slot (cascade, dispatch) reads
+ * indices in line-sized runs, fetching their nodes in parallel instead of
+ * chasing one pointer per node. An entry is live exactly when its node is
+ * placed and names that entry's position.
+ *
+ * Stale entries cost 4 bytes each and are bounded: a queue whose live count
+ * drops to 0 gives all its blocks back at once, and a queue whose stale
+ * entries outnumber twice its live ones (plus a block's worth) is compacted
+ * in place, which the stale entries pay for once each.
+ *
+ * Blocks never fail to come when a node moves (cascade, periodic re-arm):
+ * the operations that add an entry (add, reschedule) first grow the block
+ * pool so that every queue can take its share. A slot's occupancy bit is set
+ * exactly when it holds a live entry. */
+
+static struct block *block_at(const tw_wheel *w, uint32_t block)
+{
+    return &w->block_chunks[block >> BLOCK_CHUNK_BITS].blocks[block & (BLOCK_CHUNK - 1)];
+}
+
+static struct block *block_of(const tw_wheel *w, uint32_t position)
+{
+    return block_at(w, position >> POSITION_BITS);
+}
+
+static uint32_t entry_at(const tw_wheel *w, uint32_t position)
+{
+    return block_of(w, position)->index[position & OFFSET_MASK];
+}
+
+/* Blocks that queues holding `entries` entries can need at most: a
+ * non-empty queue spans at most entries/15 + 2 blocks (partly read head,
+ * partly written tail), and at most `entries` queues are non-empty. One
+ * more covers the running periodic timer's re-arm. */
+static uint64_t blocks_needed(uint64_t entries)
+{
+    uint64_t busy = entries < LIST_COUNT ? entries : LIST_COUNT;
+    return entries / BLOCK_ENTRIES + 2 * busy + 2;
+}
+
+static uint64_t block_count(const tw_wheel *w)
+{
+    return (uint64_t)w->block_chunk_count << BLOCK_CHUNK_BITS;
+}
+
+/* The most entries `blocks` blocks are enough for. */
+static uint64_t entries_supported(uint64_t blocks)
+{
+    uint64_t low = 0, high = blocks * BLOCK_ENTRIES + BLOCK_ENTRIES;
+    while (low < high) { /* the largest e with blocks_needed(e) <= blocks */
+        uint64_t middle = low + (high - low + 1) / 2;
+        if (blocks_needed(middle) <= blocks)
+            low = middle;
+        else
+            high = middle - 1;
+    }
+    return blocks_needed(low) <= blocks ? low : 0;
+}
+
+static COLD int grow_blocks(tw_wheel *w, uint64_t entries)
+{
+    while (block_count(w) < blocks_needed(entries)) {
+        uint32_t first = w->block_chunk_count << BLOCK_CHUNK_BITS, i;
+        size_t size = BLOCK_CHUNK * sizeof(struct block) + 63;
+        unsigned char *memory;
+        struct block *chunk;
+        if (w->block_chunk_count == MAX_BLOCK_CHUNKS)
+            return ENOMEM;
+        if (w->block_chunk_count == w->block_chunk_capacity) {
+            uint32_t capacity = w->block_chunk_capacity ? w->block_chunk_capacity * 2 : 4;
+            struct block_chunk *table;
+            if (capacity > MAX_BLOCK_CHUNKS)
+                capacity = MAX_BLOCK_CHUNKS;
+            table = wheel_alloc(w, w->block_chunks, capacity * sizeof *table);
+            if (!table)
+                return ENOMEM;
+            w->bytes += (uint64_t)(capacity - w->block_chunk_capacity) * sizeof *table;
+            w->block_chunks = table;
+            w->block_chunk_capacity = capacity;
+        }
+        memory = wheel_alloc(w, NULL, size);
+        if (!memory)
+            return ENOMEM;
+        w->bytes += size;
+        /* one line per block; all 0xff so that unused entries read NIL */
+        chunk = (struct block *)(void *)(memory + (-(uintptr_t)memory & 63));
+        memset(chunk, 0xff, BLOCK_CHUNK * sizeof *chunk);
+        w->block_chunks[w->block_chunk_count].memory = memory;
+        w->block_chunks[w->block_chunk_count++].blocks = chunk;
+        for (i = BLOCK_CHUNK; i-- > 0;) { /* lowest block handed out first */
+            chunk[i].next = w->free_block;
+            w->free_block = first + i;
+        }
+        w->free_blocks += BLOCK_CHUNK;
+        w->entries_supported = entries_supported(block_count(w));
+    }
+    return 0;
+}
+
+/* Grows the block pool, if needed, so that `more` entries can be added
+ * (one more is kept for a periodic timer's re-arm). 0 or ENOMEM. */
+static HOT_INLINE int reserve_entries(tw_wheel *w, uint32_t more)
+{
+    uint64_t entries = (uint64_t)w->entries + more + 1;
+    return entries <= w->entries_supported ? 0 : grow_blocks(w, entries);
+}
+
+static uint32_t block_take(tw_wheel *w)
+{
+    uint32_t block = w->free_block; /* never NIL: see reserve_entries */
+    w->free_block = block_at(w, block)->next;
+    w->free_blocks--;
+    block_at(w, block)->next = NIL;
+    return block;
+}
+
+static void block_give(tw_wheel *w, uint32_t block)
+{
+    block_at(w, block)->next = w->free_block;
+    w->free_block = block;
+    w->free_blocks++;
+}
+
+/* Walks over a queue (cascade, dispatch, compaction) would wait for one
+ * cache miss per node; instead, on entering a block they ask for the nodes
+ * of the next block and for the block after that, so that many misses are
+ * in flight while nodes are handled. Inlined by force: GCC deems a void
+ * function that only prefetches pure and deletes its calls. */
+#if defined(__GNUC__)
+static HOT_INLINE void
+prefetch_block(const tw_wheel *w, uint32_t block, unsigned from)
+{
+    const struct block *b = block_at(w, block);
+    unsigned i;
+    for (i = from; i < BLOCK_ENTRIES; i++)
+        if (b->index[i] < w->used)
+            __builtin_prefetch(node_at(w, b->index[i]), 1);
+    if (b->next != NIL)
+        __builtin_prefetch(block_at(w, b->next));
+}
+
+/* At `position`, the start of a walk or of a block. */
+static HOT_INLINE void
+prefetch_ahead(const tw_wheel *w, uint32_t position, int walk_start)
+{
+    uint32_t next = block_of(w, position)->next;
+    if (walk_start)
+        prefetch_block(w, position >> POSITION_BITS, position & OFFSET_MASK);
+    if (next != NIL)
+        prefetch_block(w, next, 0);
+}
+#else
+static void prefetch_ahead(const tw_wheel *w, uint32_t position, int walk_start)
+{
+    (void)w;
+    (void)position;
+    (void)walk_start;
+}
+#endif
 
 static int group_of(unsigned list)
 {
@@ -326,7 +531,7 @@ static int group_of(unsigned list)
     return 5;
 }
 
-/* The list a node is on, from its `list` field. */
+/* The queue a node is placed in, from its `list` field. */
 static unsigned list_of(const struct node *n)
 {
     if (n->list & DUE_FLAG)
@@ -334,42 +539,176 @@ static unsigned list_of(const struct node *n)
     return n->list;
 }
 
+/* The full 64-bit due tick of a placed node. A slot holds timers due less
+ * than 2^32 ticks ahead; a due queue keeps 14 more bits, so its timers are
+ * exact up to 2^46 ticks back (beyond that, a periodic timer's missed
+ * firings are coalesced). */
+static uint64_t due_tick(const tw_wheel *w, const struct node *n)
+{
+    uint64_t due, span = UINT64_C(1) << (32 + DUE_EPOCH_BITS);
+    if (!(n->list & DUE_FLAG))
+        return w->now + (uint32_t)(n->expire - (uint32_t)w->now);
+    due = (w->now & ~(span - 1)) |
+          ((uint64_t)(n->list & DUE_EPOCH_MASK) << 32) | n->expire;
+    return due > w->now ? due - span : due;
+}
+
+static int entry_live(const tw_wheel *w, uint32_t index, uint32_t position)
+{
+    const struct node *n = node_at(w, index);
+    return n->state == NODE_LINKED && n->position == position;
+}
+
+/* Appends a node index; returns the entry's position. */
+static HOT_INLINE uint32_t queue_push(tw_wheel *w, unsigned list, uint32_t index)
+{
+    struct queue *q = &w->queues[list];
+    uint32_t position = q->tail;
+    if (q->entries == 0) {
+        position = block_take(w) << POSITION_BITS;
+        q->head = position;
+    } else if ((position & OFFSET_MASK) == BLOCK_ENTRIES) {
+        uint32_t block = block_take(w);
+        block_of(w, position)->next = block;
+        position = block << POSITION_BITS;
+    }
+    block_of(w, position)->index[position & OFFSET_MASK] = index;
+    q->tail = position + 1;
+    q->entries++;
+    w->entries++;
+    return position;
+}
+
+/* Empties a queue that has no live entry left, giving its blocks back. */
+static void queue_drop(tw_wheel *w, unsigned list)
+{
+    struct queue *q = &w->queues[list];
+    if (q->entries) {
+        uint32_t block = q->head >> POSITION_BITS;
+        uint32_t last = (q->tail - 1) >> POSITION_BITS;
+        for (;;) {
+            uint32_t next = block_at(w, block)->next;
+            block_give(w, block);
+            if (block == last)
+                break;
+            block = next;
+        }
+    }
+    w->entries -= q->entries;
+    q->entries = q->count = 0;
+    q->head = q->tail = NO_POSITION;
+    if (list < LIST_SLOTS)
+        w->occupied[list >> 6] &= ~(UINT64_C(1) << (list & 63));
+}
+
+/* Rewrites a queue without its stale entries, in place and in order. */
+static void queue_compact(tw_wheel *w, unsigned list)
+{
+    struct queue *q = &w->queues[list];
+    uint32_t read = q->head, write = q->head, left = q->entries, block;
+    prefetch_ahead(w, read, 1);
+    for (; left > 0; left--, read++) {
+        uint32_t index;
+        if ((read & OFFSET_MASK) == BLOCK_ENTRIES) {
+            read = block_of(w, read - 1)->next << POSITION_BITS;
+            prefetch_ahead(w, read, 0);
+        }
+        index = entry_at(w, read);
+        if (!entry_live(w, index, read))
+            continue;
+        if ((write & OFFSET_MASK) == BLOCK_ENTRIES)
+            write = block_of(w, write - 1)->next << POSITION_BITS;
+        block_of(w, write)->index[write & OFFSET_MASK] = index;
+        node_at(w, index)->position = write;
+        write++;
+    }
+    /* q->count > 0, so `write` is past at least one entry */
+    block = block_of(w, write - 1)->next;
+    block_of(w, write - 1)->next = NIL;
+    while (block != NIL) {
+        uint32_t next = block_at(w, block)->next;
+        block_give(w, block);
+        block = next;
+    }
+    w->entries -= q->entries - q->count;
+    q->entries = q->count;
+    q->tail = write;
+}
+
+/* Places a node at the tail of a queue. */
 static void link_tail(tw_wheel *w, unsigned list, uint32_t index)
 {
-    struct list *l = &w->lists[list];
     struct node *n = node_at(w, index);
+    n->position = queue_push(w, list, index);
     n->list = (uint16_t)list;
     n->state = NODE_LINKED;
-    n->next = NIL;
-    n->prev = l->tail;
-    if (l->tail != NIL)
-        node_at(w, l->tail)->next = index;
-    else
-        l->head = index;
-    l->tail = index;
+    w->queues[list].count++;
     if (list < LIST_SLOTS)
         w->occupied[list >> 6] |= UINT64_C(1) << (list & 63);
     w->group_count[group_of(list)]++;
 }
 
+/* Takes a node out of its queue; its entry stays behind, stale. */
 static void unlink_node(tw_wheel *w, uint32_t index)
 {
     struct node *n = node_at(w, index);
     unsigned list = list_of(n);
-    struct list *l = &w->lists[list];
-    if (n->prev != NIL)
-        node_at(w, n->prev)->next = n->next;
-    else
-        l->head = n->next;
-    if (n->next != NIL)
-        node_at(w, n->next)->prev = n->prev;
-    else
-        l->tail = n->prev;
-    if (l->head == NIL && list < LIST_SLOTS)
-        w->occupied[list >> 6] &= ~(UINT64_C(1) << (list & 63));
-    w->group_count[group_of(list)]--;
+    struct queue *q = &w->queues[list];
     n->list = LIST_NONE;
     n->state = NODE_DETACHED;
+    n->position = NO_POSITION;
+    w->group_count[group_of(list)]--;
+    if (--q->count == 0)
+        queue_drop(w, list);
+    else if (q->entries - q->count > 2 * q->count + BLOCK_ENTRIES)
+        queue_compact(w, list);
+}
+
+static void prefetch_queue(const tw_wheel *w, unsigned list)
+{
+    if (w->queues[list].entries)
+        prefetch_ahead(w, w->queues[list].head, 1);
+}
+
+/* Takes the first live entry off a queue's head, skipping stale ones, and
+ * detaches its node; NIL when the queue is empty. *due_out, if asked for,
+ * gets the node's due tick. */
+static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_out)
+{
+    struct queue *q = &w->queues[list];
+    while (q->entries) {
+        uint32_t position = q->head, index;
+        struct block *b = block_of(w, position);
+        struct node *n;
+        int live;
+        if ((position & OFFSET_MASK) == 0)
+            prefetch_ahead(w, position, 0);
+        index = b->index[position & OFFSET_MASK];
+        live = entry_live(w, index, position);
+        q->entries--;
+        w->entries--;
+        q->head = position + 1;
+        if (q->entries == 0) {
+            block_give(w, position >> POSITION_BITS);
+            q->head = q->tail = NO_POSITION;
+        } else if ((q->head & OFFSET_MASK) == BLOCK_ENTRIES) {
+            q->head = b->next << POSITION_BITS;
+            block_give(w, position >> POSITION_BITS);
+        }
+        if (!live)
+            continue;
+        n = node_at(w, index);
+        if (due_out)
+            *due_out = due_tick(w, n);
+        n->list = LIST_NONE;
+        n->state = NODE_DETACHED;
+        n->position = NO_POSITION;
+        w->group_count[group_of(list)]--;
+        if (--q->count == 0)
+            queue_drop(w, list); /* only stale entries are left */
+        return index;
+    }
+    return NIL;
 }
 
 /* The slot a timer due at `expire` belongs in when the wheel's time is
@@ -443,7 +782,7 @@ static uint64_t next_event(const tw_wheel *w, unsigned *list_out)
 }
 
 /* ==== add ===============================================================
- * A node due at or before now waits on the due list for the start of the
+ * A node due at or before now waits on the due queue for the start of the
  * next advance; anything later goes into its slot. Appending keeps timers
  * of one tick in insertion order. */
 
@@ -463,20 +802,6 @@ static void schedule(tw_wheel *w, uint32_t index, uint64_t due)
         link_due(w, w->due_list, index, due);
     else
         link_tail(w, slot_for((uint32_t)due, (uint32_t)w->now), index);
-}
-
-/* The full 64-bit due tick of a linked node. A slot holds timers due less
- * than 2^32 ticks ahead; a due list keeps 14 more bits, so its timers are
- * exact up to 2^46 ticks back (beyond that, a periodic timer's missed
- * firings are coalesced). */
-static uint64_t due_tick(const tw_wheel *w, const struct node *n)
-{
-    uint64_t due, span = UINT64_C(1) << (32 + DUE_EPOCH_BITS);
-    if (!(n->list & DUE_FLAG))
-        return w->now + (uint32_t)(n->expire - (uint32_t)w->now);
-    due = (w->now & ~(span - 1)) |
-          ((uint64_t)(n->list & DUE_EPOCH_MASK) << 32) | n->expire;
-    return due > w->now ? due - span : due;
 }
 
 /* Index of `release` in the wheel's table (0 for NULL), or -1 when full. */
@@ -521,7 +846,7 @@ static tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval,
         errno = error;
         return 0;
     }
-    index = node_alloc(w);
+    index = reserve_entries(w, 1) ? NIL : node_alloc(w);
     if (index == NIL) {
         unlock(w);
         errno = ENOMEM;
@@ -558,7 +883,8 @@ static void cascade(tw_wheel *w)
 {
     uint32_t time = (uint32_t)w->now;
     unsigned level = LEVELS - 1, index = 0, list;
-    uint32_t node;
+    uint32_t position, left;
+    struct queue *q;
     if (time != 0) {
         for (level = 0; level < LEVELS; level++) {
             index = (time >> (NEAR_BITS + LEVEL_BITS * level)) & LEVEL_MASK;
@@ -566,36 +892,54 @@ static void cascade(tw_wheel *w)
                 break;
         }
     }
-    /* Detach the whole slot and relink node by node: this walk is a chain
-     * of cache misses, so touch nothing but the node itself, and ask for the
-     * next one while this one is relinked. */
+    /* The slot's chain is taken whole and read in order, its nodes fetched
+     * a block ahead; each block goes back to the pool once read, before
+     * the moves that may need one. Stale entries are dropped on the way. */
     list = LIST_LEVEL0 + level * LEVEL_SIZE + index;
-    node = w->lists[list].head;
-    w->lists[list].head = w->lists[list].tail = NIL;
+    q = &w->queues[list];
+    left = q->entries;
+    if (left == 0)
+        return;
+    position = q->head;
+    w->group_count[1 + level] -= q->count;
+    w->entries -= left;
+    q->entries = q->count = 0;
+    q->head = q->tail = NO_POSITION;
     w->occupied[list >> 6] &= ~(UINT64_C(1) << (list & 63));
-    while (node != NIL) {
+    prefetch_ahead(w, position, 1);
+    for (;;) {
+        uint32_t node = entry_at(w, position);
         struct node *n = node_at(w, node);
-        uint32_t next = n->next;
-#if defined(__GNUC__)
-        if (next != NIL)
-            __builtin_prefetch(node_at(w, next), 1);
-#endif
-        w->group_count[1 + level]--;
-        link_tail(w, slot_for(n->expire, time), node);
-        w->cascaded++;
-        node = next;
+        if (n->state == NODE_LINKED && n->position == position) {
+            unsigned slot = slot_for(n->expire, time);
+            n->position = queue_push(w, slot, node);
+            n->list = (uint16_t)slot;
+            w->queues[slot].count++;
+            w->occupied[slot >> 6] |= UINT64_C(1) << (slot & 63);
+            w->group_count[slot < NEAR_SIZE ? 0 : 1 + ((slot - LIST_LEVEL0) >> LEVEL_BITS)]++;
+            w->cascaded++;
+        }
+        if (--left == 0)
+            break;
+        if ((++position & OFFSET_MASK) == BLOCK_ENTRIES) {
+            uint32_t block = (position - 1) >> POSITION_BITS;
+            position = block_at(w, block)->next << POSITION_BITS;
+            block_give(w, block);
+            prefetch_ahead(w, position, 0);
+        }
     }
+    block_give(w, position >> POSITION_BITS);
 }
 
 /* ==== dispatch ==========================================================
- * A due list is dispatched in place: each node is taken off its head under
- * the lock and its callback runs with the lock released. Nothing new can
- * land on that list meanwhile (a timer due exactly now goes to the due list
- * that is not being run, and the near slot of now only takes timers due
- * now), and a cancel
- * of a node still on it simply unlinks it, so once tw_cancel returned 1 that
- * callback never starts. A node is never freed while its callback runs:
- * whatever happened to it meanwhile is settled when the callback returns. */
+ * A queue is dispatched in place: each live entry is taken off its head
+ * under the lock and its callback runs with the lock released. Nothing new
+ * can land on that queue meanwhile (a timer due exactly now goes to the due
+ * queue that is not being run, and the near slot of now only takes timers
+ * due now), and a cancel of a node still in it leaves a stale entry that is
+ * skipped, so once tw_cancel returned 1 that callback never starts. A node
+ * is never freed while its callback runs: whatever happened to it meanwhile
+ * is settled when the callback returns. */
 
 /* Frees a node and hands its user data back, lock released for the hook. */
 static void finish_node(tw_wheel *w, uint32_t index)
@@ -619,14 +963,14 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
 {
     int64_t ran = 0;
     uint32_t index;
+    uint64_t due;
     w->dispatching = list;
-    while ((index = w->lists[list].head) != NIL) {
+    prefetch_queue(w, list);
+    while ((index = pop_live(w, list, &due)) != NIL) {
         struct node *n = node_at(w, index);
-        uint64_t due = due_tick(w, n);
         uint32_t generation = n->generation;
         tw_callback *callback = n->callback;
         void *user_data = n->user_data;
-        unlink_node(w, index);
         if (!n->interval)
             w->live--; /* a one-shot's id dies as its callback starts */
         w->running = index;
@@ -677,8 +1021,12 @@ static int64_t drive(tw_wheel *w, uint64_t target)
     ran = run_batch(w, list);
     for (;;) {
         uint64_t step = next_event(w, &list);
-        if (step == TW_NEVER || step > target - w->now)
+        if (step == TW_NEVER || step > target - w->now) {
+            /* the next slot's nodes can arrive while the caller works */
+            if (step != TW_NEVER)
+                prefetch_queue(w, list);
             break;
+        }
         w->now += step;
         if (((uint32_t)w->now & NEAR_MASK) == 0)
             cascade(w);
@@ -712,17 +1060,22 @@ static uint64_t next_expiry_locked(const tw_wheel *w)
 {
     unsigned list;
     uint64_t step;
-    if (w->lists[LIST_DUE_A].head != NIL || w->lists[LIST_DUE_B].head != NIL ||
-        (w->dispatching != LIST_NONE && w->lists[w->dispatching].head != NIL))
+    if (w->queues[LIST_DUE_A].count || w->queues[LIST_DUE_B].count ||
+        (w->dispatching != LIST_NONE && w->queues[w->dispatching].count))
         return 0;
     step = next_event(w, &list);
     if (step != TW_NEVER && list >= LIST_LEVEL0) {
-        uint32_t time = (uint32_t)w->now, least = UINT32_MAX, index;
-        for (index = w->lists[list].head; index != NIL;) {
-            const struct node *n = node_at(w, index);
-            if ((uint32_t)(n->expire - time) < least)
-                least = n->expire - time;
-            index = n->next;
+        const struct queue *q = &w->queues[list];
+        uint32_t time = (uint32_t)w->now, least = UINT32_MAX;
+        uint32_t position = q->head, left;
+        for (left = q->entries; left > 0; left--, position++) {
+            uint32_t index;
+            if ((position & OFFSET_MASK) == BLOCK_ENTRIES)
+                position = block_of(w, position - 1)->next << POSITION_BITS;
+            index = entry_at(w, position);
+            if (entry_live(w, index, position) &&
+                (uint32_t)(node_at(w, index)->expire - time) < least)
+                least = node_at(w, index)->expire - time;
         }
         step = least;
     }
@@ -762,13 +1115,10 @@ static int spin_try(tw_wheel *w)
     return !spin_load(&w->locked) && !spin_exchange_acquire(&w->locked, 1u);
 }
 
-static void spin_acquire(tw_wheel *w, int driver)
+/* After a failed first try. The driver raises its flag while it waits. */
+static COLD void spin_wait(tw_wheel *w, int driver)
 {
     unsigned spins = 0;
-    /* Uncontended (the common case between callbacks): take it without
-     * writing the flag that every waiting producer polls. */
-    if (driver && spin_try(w))
-        return;
     if (driver)
         spin_store(&w->driver_waiting, 1u);
     for (;;) {
@@ -792,21 +1142,24 @@ static void spin_acquire(tw_wheel *w, int driver)
 }
 
 /* `driver`: the driving thread retaking the lock between callbacks, which
- * the spinlock serves ahead of producers. */
-static void acquire(tw_wheel *w, int driver)
+ * the spinlock serves ahead of producers. Uncontended (the common case), a
+ * spinlock is one try that writes no flag waiting producers poll. */
+static HOT_INLINE void acquire(tw_wheel *w, int driver)
 {
-    if (w->lock_kind == TW_LOCK_SPIN)
-        spin_acquire(w, driver);
-    else if (w->lock_kind == TW_LOCK_MUTEX)
+    if (w->lock_kind == TW_LOCK_SPIN) {
+        if (!((driver || !spin_load(&w->driver_waiting)) && spin_try(w)))
+            spin_wait(w, driver);
+    } else if (w->lock_kind == TW_LOCK_MUTEX) {
         pthread_mutex_lock(&w->mutex);
+    }
 }
 
-static void lock(tw_wheel *w)
+static HOT_INLINE void lock(tw_wheel *w)
 {
     acquire(w, 0);
 }
 
-static void unlock(tw_wheel *w)
+static HOT_INLINE void unlock(tw_wheel *w)
 {
     if (w->lock_kind == TW_LOCK_SPIN)
         spin_store_release(&w->locked, 0u);
@@ -904,8 +1257,9 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     w->alloc_context = c.alloc_context;
     w->bytes = sizeof *w;
     for (list = 0; list < LIST_COUNT; list++)
-        w->lists[list].head = w->lists[list].tail = NIL;
+        w->queues[list].head = w->queues[list].tail = NO_POSITION;
     w->free_head = NIL;
+    w->free_block = NIL;
     w->running = NIL;
     w->due_list = LIST_DUE_A;
     w->dispatching = LIST_NONE;
@@ -961,10 +1315,9 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
     }
     w->destroying = 1;
     /* Release hooks run unlocked and may cancel other timers of this wheel;
-     * popping list heads keeps that safe. */
+     * popping queue heads keeps that safe. */
     for (list = 0; list < LIST_COUNT; list++) {
-        while ((index = w->lists[list].head) != NIL) {
-            unlink_node(w, index);
+        while ((index = pop_live(w, list, NULL)) != NIL) {
             w->live--;
             finish_node(w, index);
         }
@@ -973,6 +1326,9 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
     while (w->chunk_count)
         wheel_alloc(w, w->chunks[--w->chunk_count], 0);
     wheel_alloc(w, w->chunks, 0);
+    while (w->block_chunk_count)
+        wheel_alloc(w, w->block_chunks[--w->block_chunk_count].memory, 0);
+    wheel_alloc(w, w->block_chunks, 0);
     if (w->lock_kind == TW_LOCK_MUTEX)
         pthread_mutex_destroy(&w->mutex);
     destroy_thread_state(w);
@@ -1059,6 +1415,10 @@ TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
         !(n->state == NODE_LINKED || (n->state == NODE_DETACHED && n->interval))) {
         unlock(w);
         return 0;
+    }
+    if (reserve_entries(w, 1)) {
+        unlock(w);
+        return -ENOMEM;
     }
     if (n->state == NODE_LINKED)
         unlink_node(w, index);
@@ -1337,24 +1697,45 @@ TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
     return 0;
 }
 
-/* Walks every list and the free list; lock held. Returns 1 if consistent. */
+/* Walks every queue, the nodes and both free lists; lock held. Returns 1 if
+ * consistent. */
 static int consistent(const tw_wheel *w)
 {
     uint64_t counts[GROUP_COUNT] = {0};
-    uint64_t linked = 0, free_nodes = 0, live;
-    uint32_t time = (uint32_t)w->now, index;
+    uint64_t linked = 0, free_nodes = 0, live, entries = 0, placed = 0;
+    uint64_t blocks = 0, free_blocks = 0;
+    uint32_t time = (uint32_t)w->now, index, block;
     unsigned list;
     int group;
     for (list = 0; list < LIST_COUNT; list++) {
-        const struct list *l = &w->lists[list];
-        uint32_t prev = NIL;
-        uint64_t steps = 0;
-        for (index = l->head; index != NIL;) {
+        const struct queue *q = &w->queues[list];
+        uint32_t position = q->head, left, live_entries = 0;
+        if ((q->count == 0) != (q->entries == 0) || q->count > q->entries ||
+            (q->entries == 0) != (q->head == NO_POSITION))
+            return 0;
+        if (list < LIST_SLOTS &&
+            (int)((w->occupied[list >> 6] >> (list & 63)) & 1) != (q->count != 0))
+            return 0;
+        if (q->entries)
+            blocks++;
+        for (left = q->entries; left > 0; left--, position++) {
             const struct node *n;
-            if (index >= w->used || ++steps > w->used)
+            if ((position & OFFSET_MASK) == BLOCK_ENTRIES) {
+                position = block_of(w, position - 1)->next;
+                if (position >= block_count(w) || ++blocks > block_count(w))
+                    return 0;
+                position <<= POSITION_BITS;
+            }
+            if ((position & OFFSET_MASK) >= BLOCK_ENTRIES ||
+                (position >> POSITION_BITS) >= block_count(w))
                 return 0;
+            index = entry_at(w, position);
+            if (index >= w->used)
+                return 0;
+            if (!entry_live(w, index, position))
+                continue;
             n = node_at(w, index);
-            if (n->state != NODE_LINKED || list_of(n) != list || n->prev != prev)
+            if (list_of(n) != list)
                 return 0;
             /* the slot being dispatched holds timers due now */
             if (list < LIST_SLOTS && list != w->dispatching &&
@@ -1364,27 +1745,37 @@ static int consistent(const tw_wheel *w)
             if (list == w->dispatching && list < NEAR_SIZE && n->expire != time)
                 return 0;
             counts[group_of(list)]++;
-            prev = index;
-            index = n->next;
+            live_entries++;
         }
-        if (l->tail != prev)
+        if (live_entries != q->count || position != q->tail ||
+            (q->entries && block_of(w, q->tail - 1)->next != NIL))
             return 0;
-        if (list < LIST_SLOTS &&
-            (int)((w->occupied[list >> 6] >> (list & 63)) & 1) != (l->head != NIL))
-            return 0;
+        entries += q->entries;
     }
     for (group = 0; group < GROUP_COUNT; group++) {
         if (counts[group] != w->group_count[group])
             return 0;
         linked += counts[group];
     }
+    /* every placed node has its one live entry (positions are unique) */
+    for (index = 0; index < w->used; index++)
+        placed += node_at(w, index)->state == NODE_LINKED;
+    if (placed != linked)
+        return 0;
     live = linked;
     if (w->running != NIL) {
         const struct node *n = node_at(w, w->running);
         if (n->state == NODE_DETACHED && n->interval)
             live++;
     }
-    if (live != w->live)
+    if (live != w->live || entries != w->entries)
+        return 0;
+    for (block = w->free_block; block != NIL; block = block_at(w, block)->next)
+        if (block >= block_count(w) || ++free_blocks > w->free_blocks)
+            return 0;
+    /* the reserve that lets nodes move without allocating */
+    if (free_blocks != w->free_blocks || blocks + free_blocks != block_count(w) ||
+        (w->entries && block_count(w) < blocks_needed(w->entries)))
         return 0;
     for (index = w->free_head; index != NIL; index = node_at(w, index)->next) {
         if (index >= w->used || ++free_nodes > w->free_count ||
