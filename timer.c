@@ -197,7 +197,7 @@ struct tw_wheel {
     tw_realloc_fn *realloc_fn;
     void *alloc_context;
     uint64_t bytes;
-    uint64_t max_timers;
+    uint64_t max_timers; /* UINT64_MAX for no cap */
 
     /* release functions, remembered so a node needs one byte, not eight */
     tw_release *releases[MAX_RELEASES + 1];
@@ -306,8 +306,33 @@ static struct node *node_of(const tw_wheel *w, tw_id id, uint32_t *index_out)
     return n;
 }
 
+static COLD int grow_pool(tw_wheel *w)
+{
+    struct node *chunk;
+    if (w->chunk_count == MAX_CHUNKS)
+        return ENOMEM;
+    if (w->chunk_count == w->chunk_capacity) {
+        uint32_t capacity = w->chunk_capacity ? w->chunk_capacity * 2 : 8;
+        struct node **table;
+        if (capacity > MAX_CHUNKS)
+            capacity = MAX_CHUNKS;
+        table = wheel_alloc(w, w->chunks, capacity * sizeof *table);
+        if (!table)
+            return ENOMEM;
+        w->bytes += (uint64_t)(capacity - w->chunk_capacity) * sizeof *table;
+        w->chunks = table;
+        w->chunk_capacity = capacity;
+    }
+    chunk = wheel_alloc(w, NULL, CHUNK_NODES * sizeof *chunk);
+    if (!chunk)
+        return ENOMEM;
+    w->bytes += CHUNK_NODES * sizeof *chunk;
+    w->chunks[w->chunk_count++] = chunk;
+    return 0;
+}
+
 /* Returns a node index, or NIL when the allocator failed. */
-static uint32_t node_alloc(tw_wheel *w)
+static HOT_INLINE uint32_t node_alloc(tw_wheel *w)
 {
     uint32_t index;
     if (w->free_head != NIL) {
@@ -316,28 +341,8 @@ static uint32_t node_alloc(tw_wheel *w)
         w->free_count--;
         return index;
     }
-    if (w->used == w->chunk_count * CHUNK_NODES) {
-        struct node *chunk;
-        if (w->chunk_count == MAX_CHUNKS)
-            return NIL;
-        if (w->chunk_count == w->chunk_capacity) {
-            uint32_t capacity = w->chunk_capacity ? w->chunk_capacity * 2 : 8;
-            struct node **table;
-            if (capacity > MAX_CHUNKS)
-                capacity = MAX_CHUNKS;
-            table = wheel_alloc(w, w->chunks, capacity * sizeof *table);
-            if (!table)
-                return NIL;
-            w->bytes += (uint64_t)(capacity - w->chunk_capacity) * sizeof *table;
-            w->chunks = table;
-            w->chunk_capacity = capacity;
-        }
-        chunk = wheel_alloc(w, NULL, CHUNK_NODES * sizeof *chunk);
-        if (!chunk)
-            return NIL;
-        w->bytes += CHUNK_NODES * sizeof *chunk;
-        w->chunks[w->chunk_count++] = chunk;
-    }
+    if (w->used == w->chunk_count * CHUNK_NODES && grow_pool(w))
+        return NIL;
     index = w->used++;
     node_at(w, index)->generation = 1;
     return index;
@@ -636,9 +641,9 @@ static void queue_compact(tw_wheel *w, unsigned list)
 }
 
 /* Places a node at the tail of a queue. */
-static void link_tail(tw_wheel *w, unsigned list, uint32_t index)
+static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
+                                 struct node *n)
 {
-    struct node *n = node_at(w, index);
     n->position = queue_push(w, list, index);
     n->list = (uint16_t)list;
     n->state = NODE_LINKED;
@@ -788,20 +793,21 @@ static uint64_t next_event(const tw_wheel *w, unsigned *list_out)
 
 static void link_due(tw_wheel *w, unsigned list, uint32_t index, uint64_t due)
 {
-    link_tail(w, list, index);
-    node_at(w, index)->expire = (uint32_t)due;
-    node_at(w, index)->list =
-        (uint16_t)(DUE_FLAG | ((list - LIST_DUE_A) << DUE_WHICH_SHIFT) |
-                   ((due >> 32) & DUE_EPOCH_MASK));
+    struct node *n = node_at(w, index);
+    link_tail(w, list, index, n);
+    n->expire = (uint32_t)due;
+    n->list = (uint16_t)(DUE_FLAG | ((list - LIST_DUE_A) << DUE_WHICH_SHIFT) |
+                         ((due >> 32) & DUE_EPOCH_MASK));
 }
 
-static void schedule(tw_wheel *w, uint32_t index, uint64_t due)
+static HOT_INLINE void schedule(tw_wheel *w, uint32_t index, uint64_t due)
 {
-    node_at(w, index)->expire = (uint32_t)due;
+    struct node *n = node_at(w, index);
+    n->expire = (uint32_t)due;
     if (due <= w->now)
         link_due(w, w->due_list, index, due);
     else
-        link_tail(w, slot_for((uint32_t)due, (uint32_t)w->now), index);
+        link_tail(w, slot_for((uint32_t)due, (uint32_t)w->now), index, n);
 }
 
 /* Index of `release` in the wheel's table (0 for NULL), or -1 when full. */
@@ -819,15 +825,14 @@ static int release_index(tw_wheel *w, tw_release *release)
     return (int)w->release_count;
 }
 
-static tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval,
-                       tw_callback *callback, tw_release *release,
-                       void *user_data)
+static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval,
+                                  tw_callback *callback, tw_release *release,
+                                  void *user_data)
 {
-    uint32_t index;
+    uint32_t index = NIL;
     struct node *n;
     tw_id id;
-    int release_slot;
-    int error = 0;
+    int release_slot = 0, error = 0;
     if (!w || !callback) {
         errno = EINVAL;
         return 0;
@@ -839,24 +844,15 @@ static tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval,
     lock(w);
     if (w->destroying)
         error = EBUSY;
-    else if (w->max_timers && w->live >= w->max_timers)
+    else if (w->live >= w->max_timers)
         error = ENOSPC;
+    else if (release && (release_slot = release_index(w, release)) < 0)
+        error = EMFILE;
+    else if (reserve_entries(w, 1) || (index = node_alloc(w)) == NIL)
+        error = ENOMEM;
     if (error) {
         unlock(w);
         errno = error;
-        return 0;
-    }
-    index = reserve_entries(w, 1) ? NIL : node_alloc(w);
-    if (index == NIL) {
-        unlock(w);
-        errno = ENOMEM;
-        return 0;
-    }
-    release_slot = release_index(w, release);
-    if (release_slot < 0) {
-        node_free(w, index);
-        unlock(w);
-        errno = EMFILE;
         return 0;
     }
     n = node_at(w, index);
@@ -1278,7 +1274,7 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
         return NULL;
     }
     w->tick_us = c.tick_us;
-    w->max_timers = c.max_timers;
+    w->max_timers = c.max_timers ? c.max_timers : UINT64_MAX;
     w->clock_fn = c.clock_fn;
     w->clock_context = c.clock_context;
     w->clock_id = CLOCK_MONOTONIC;

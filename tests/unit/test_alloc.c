@@ -204,6 +204,47 @@ static void test_allocator_exhausted(void **state)
     assert_int_equal(a.live_blocks, 0);
 }
 
+/* A reschedule leaves a stale entry behind, so it may need a new block:
+ * when none can be allocated it fails with -ENOMEM and the timer stays as
+ * it was; with memory back, the same call succeeds. */
+static void test_reschedule_enomem(void **state)
+{
+    (void)state;
+    struct alloc a;
+    memset(&a, 0, sizeof a);
+    tw_wheel *w = track(hooked(&a));
+    static tw_id ids[1000];
+    for (int i = 0; i < 1000; i++) {
+        ids[i] = tw_add(w, 20000 + (uint64_t)i, rec_cb, TAG(i));
+        assert_int_not_equal(ids[i], 0);
+    }
+    a.fail_at = a.requests + 1;
+    a.fail_after = 1;
+    int failed = -1;
+    for (int j = 0; j < 5000 && failed < 0; j++) {
+        int i = j % 1000;
+        uint64_t remaining = tw_remaining(w, ids[i]);
+        int r = tw_reschedule(w, ids[i], 20999 - (uint64_t)i);
+        if (r == -ENOMEM) {
+            failed = i;
+            assert_int_equal(tw_remaining(w, ids[i]), remaining);
+        } else {
+            assert_int_equal(r, 1);
+        }
+    }
+    assert_true(failed >= 0);
+    assert_true(a.failures > 0);
+    CHECK(w);
+    a.fail_at = 0;
+    assert_int_equal(tw_reschedule(w, ids[failed], 21000), 1);
+    assert_int_equal(tw_remaining(w, ids[failed]), 21000);
+    assert_int_equal(tw_advance(w, 21000), 1000);
+    ASSERT_NFIRES(1000);
+    CHECK(w);
+    drop(w);
+    assert_int_equal(a.live_blocks, 0);
+}
+
 /* Bytes accounting as the pool grows and the wheel is emptied. */
 static void test_bytes_accounting(void **state)
 {
@@ -257,6 +298,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_fail_every_allocation_once),
         T(test_allocator_exhausted),
+        T(test_reschedule_enomem),
         T(test_bytes_accounting),
         T(test_default_allocator_bytes),
     };
