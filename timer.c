@@ -306,22 +306,33 @@ static struct node *node_of(const tw_wheel *w, tw_id id, uint32_t *index_out)
     return n;
 }
 
+/* Doubles a table of chunks (first to `initial` entries, at most `limit`);
+ * the grown table, or NULL with the old one intact. */
+static void *grow_table(tw_wheel *w, void *table, uint32_t *capacity,
+                        uint32_t initial, uint32_t limit, size_t element)
+{
+    uint32_t wanted = *capacity ? *capacity * 2 : initial;
+    if (wanted > limit)
+        wanted = limit;
+    table = wheel_alloc(w, table, (size_t)wanted * element);
+    if (table) {
+        w->bytes += (uint64_t)(wanted - *capacity) * element;
+        *capacity = wanted;
+    }
+    return table;
+}
+
 static COLD int grow_pool(tw_wheel *w)
 {
     struct node *chunk;
     if (w->chunk_count == MAX_CHUNKS)
         return ENOMEM;
     if (w->chunk_count == w->chunk_capacity) {
-        uint32_t capacity = w->chunk_capacity ? w->chunk_capacity * 2 : 8;
-        struct node **table;
-        if (capacity > MAX_CHUNKS)
-            capacity = MAX_CHUNKS;
-        table = wheel_alloc(w, w->chunks, capacity * sizeof *table);
+        struct node **table = grow_table(w, w->chunks, &w->chunk_capacity, 8,
+                                         MAX_CHUNKS, sizeof *table);
         if (!table)
             return ENOMEM;
-        w->bytes += (uint64_t)(capacity - w->chunk_capacity) * sizeof *table;
         w->chunks = table;
-        w->chunk_capacity = capacity;
     }
     chunk = wheel_alloc(w, NULL, CHUNK_NODES * sizeof *chunk);
     if (!chunk)
@@ -399,8 +410,8 @@ static uint32_t entry_at(const tw_wheel *w, uint32_t position)
 
 /* Blocks that queues holding `entries` entries can need at most: a
  * non-empty queue spans at most entries/15 + 2 blocks (partly read head,
- * partly written tail), and at most `entries` queues are non-empty. One
- * more covers the running periodic timer's re-arm. */
+ * partly written tail), and at most `entries` queues are non-empty; two
+ * spare blocks cover the rounding. */
 static uint64_t blocks_needed(uint64_t entries)
 {
     uint64_t busy = entries < LIST_COUNT ? entries : LIST_COUNT;
@@ -436,16 +447,12 @@ static COLD int grow_blocks(tw_wheel *w, uint64_t entries)
         if (w->block_chunk_count == MAX_BLOCK_CHUNKS)
             return ENOMEM;
         if (w->block_chunk_count == w->block_chunk_capacity) {
-            uint32_t capacity = w->block_chunk_capacity ? w->block_chunk_capacity * 2 : 4;
-            struct block_chunk *table;
-            if (capacity > MAX_BLOCK_CHUNKS)
-                capacity = MAX_BLOCK_CHUNKS;
-            table = wheel_alloc(w, w->block_chunks, capacity * sizeof *table);
+            struct block_chunk *table =
+                grow_table(w, w->block_chunks, &w->block_chunk_capacity, 4,
+                           MAX_BLOCK_CHUNKS, sizeof *table);
             if (!table)
                 return ENOMEM;
-            w->bytes += (uint64_t)(capacity - w->block_chunk_capacity) * sizeof *table;
             w->block_chunks = table;
-            w->block_chunk_capacity = capacity;
         }
         memory = wheel_alloc(w, NULL, size);
         if (!memory)

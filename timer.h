@@ -197,7 +197,8 @@ TW_EXPORT int tw_cancel(tw_wheel *wheel, tw_id id);
  * tw_now() (a periodic timer then continues every interval from there).
  * Counts as a new insertion for ordering within a tick. Returns 1 on success;
  * 0 when the id is not live (including a one-shot whose callback has started);
- * -EINVAL for a NULL wheel; -ERANGE when delay > TW_MAX_DELAY (the timer is
+ * -EINVAL for a NULL wheel; -ERANGE when delay > TW_MAX_DELAY, -ENOMEM when
+ * the slot entry it needs cannot be allocated (in both cases the timer is
  * left untouched). Thread-safe. */
 TW_EXPORT int tw_reschedule(tw_wheel *wheel, tw_id id, uint64_t delay);
 

@@ -382,8 +382,8 @@ public:
      * now (rounded up to ticks); a periodic timer then keeps its interval
      * from there. false when the timer is not pending (a one-shot cannot be
      * rescheduled from its own callback: add a new timer instead). Throws
-     * std::system_error(ERANGE) when delay exceeds the wheel's range (the
-     * timer is left as it was). */
+     * std::system_error(ERANGE) when delay exceeds the wheel's range, or
+     * (ENOMEM) when the wheel cannot allocate (the timer is left as it was). */
     template <class Rep, class Period>
     bool reschedule(std::chrono::duration<Rep, Period> delay)
     {
