@@ -136,6 +136,11 @@ struct queue {
                             when the queue holds no block */
     uint32_t count;      /* live entries */
     uint32_t entries;    /* live and stale entries */
+    /* a compaction in progress (see compact_step), or compact_read ==
+     * NO_POSITION */
+    uint32_t compact_read, compact_write;
+    uint32_t compact_holes;  /* stale entries passed over */
+    uint32_t compact_blocks; /* blocks `read` is ahead of `write` */
 };
 
 /* BLOCK_CHUNK blocks, 64-byte aligned inside the memory the allocator gave */
@@ -608,43 +613,78 @@ static void queue_drop(tw_wheel *w, unsigned list)
     }
     w->entries -= q->entries;
     q->entries = q->count = 0;
-    q->head = q->tail = NO_POSITION;
+    q->head = q->tail = q->compact_read = NO_POSITION;
     if (list < LIST_SLOTS)
         w->occupied[list >> 6] &= ~(UINT64_C(1) << (list & 63));
 }
 
-/* Rewrites a queue without its stale entries, in place and in order. */
-static void queue_compact(tw_wheel *w, unsigned list)
+/* Compaction rewrites a queue without its stale entries, in place and in
+ * order, a few entries per cancel or reschedule on that queue, so that no
+ * single call pays for a whole slot (which may hold most of the timers).
+ * While it runs, the queue reads: compacted entries from the head up to
+ * `compact_write`, then only stale ones (moved or dead) up to
+ * `compact_read`, then entries not yet looked at; every walk stays valid.
+ * Anything that consumes the queue from its head (dispatch, cascade, drop)
+ * just abandons a compaction: what it left behind is stale entries. */
+#define COMPACT_STEP 64
+
+static void compact_abandon(struct queue *q)
 {
-    struct queue *q = &w->queues[list];
-    uint32_t read = q->head, write = q->head, left = q->entries, block;
-    prefetch_ahead(w, read, 1);
-    for (; left > 0; left--, read++) {
+    q->compact_read = NO_POSITION;
+}
+
+static void compact_finish(tw_wheel *w, struct queue *q)
+{
+    /* q->count > 0 and all live entries lie before `write` */
+    uint32_t write = q->compact_write, last = write - 1;
+    if (q->compact_blocks) {
+        uint32_t first = block_of(w, last)->next;
+        block_at(w, q->tail >> POSITION_BITS)->next = w->free_block;
+        w->free_block = first;
+        w->free_blocks += q->compact_blocks;
+        block_of(w, last)->next = NIL;
+    }
+    w->entries -= q->compact_holes;
+    q->entries -= q->compact_holes;
+    q->tail = write;
+    compact_abandon(q);
+}
+
+/* Moves up to COMPACT_STEP entries of a queue under compaction. */
+static void compact_step(tw_wheel *w, struct queue *q)
+{
+    uint32_t read = q->compact_read, write = q->compact_write, steps;
+    for (steps = 0; steps < COMPACT_STEP && read != q->tail; steps++, read++) {
         uint32_t index;
         if ((read & OFFSET_MASK) == BLOCK_ENTRIES) {
             read = block_of(w, read - 1)->next << POSITION_BITS;
+            q->compact_blocks++;
             prefetch_ahead(w, read, 0);
         }
         index = entry_at(w, read);
-        if (!entry_live(w, index, read))
+        if (!entry_live(w, index, read)) {
+            q->compact_holes++;
             continue;
-        if ((write & OFFSET_MASK) == BLOCK_ENTRIES)
+        }
+        if ((write & OFFSET_MASK) == BLOCK_ENTRIES) {
             write = block_of(w, write - 1)->next << POSITION_BITS;
+            q->compact_blocks--;
+        }
         block_of(w, write)->index[write & OFFSET_MASK] = index;
         node_at(w, index)->position = write;
         write++;
     }
-    /* q->count > 0, so `write` is past at least one entry */
-    block = block_of(w, write - 1)->next;
-    block_of(w, write - 1)->next = NIL;
-    while (block != NIL) {
-        uint32_t next = block_at(w, block)->next;
-        block_give(w, block);
-        block = next;
-    }
-    w->entries -= q->entries - q->count;
-    q->entries = q->count;
-    q->tail = write;
+    q->compact_read = read;
+    q->compact_write = write;
+    if (read == q->tail)
+        compact_finish(w, q);
+}
+
+static void compact_start(tw_wheel *w, struct queue *q)
+{
+    q->compact_read = q->compact_write = q->head;
+    q->compact_holes = q->compact_blocks = 0;
+    prefetch_ahead(w, q->head, 1);
 }
 
 /* Places a node at the tail of a queue. */
@@ -670,10 +710,15 @@ static void unlink_node(tw_wheel *w, uint32_t index)
     n->state = NODE_DETACHED;
     n->position = NO_POSITION;
     w->group_count[group_of(list)]--;
-    if (--q->count == 0)
+    if (--q->count == 0) {
         queue_drop(w, list);
-    else if (q->entries - q->count > 2 * q->count + BLOCK_ENTRIES)
-        queue_compact(w, list);
+        return;
+    }
+    if (q->compact_read == NO_POSITION &&
+        q->entries - q->count > 2 * q->count + BLOCK_ENTRIES)
+        compact_start(w, q);
+    if (q->compact_read != NO_POSITION)
+        compact_step(w, q);
 }
 
 static void prefetch_queue(const tw_wheel *w, unsigned list)
@@ -688,6 +733,7 @@ static void prefetch_queue(const tw_wheel *w, unsigned list)
 static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_out)
 {
     struct queue *q = &w->queues[list];
+    compact_abandon(q);
     while (q->entries) {
         uint32_t position = q->head, index;
         struct block *b = block_of(w, position);
@@ -908,6 +954,7 @@ static void cascade(tw_wheel *w)
     w->entries -= left;
     q->entries = q->count = 0;
     q->head = q->tail = NO_POSITION;
+    compact_abandon(q);
     w->occupied[list >> 6] &= ~(UINT64_C(1) << (list & 63));
     prefetch_ahead(w, position, 1);
     for (;;) {
@@ -1260,7 +1307,8 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     w->alloc_context = c.alloc_context;
     w->bytes = sizeof *w;
     for (list = 0; list < LIST_COUNT; list++)
-        w->queues[list].head = w->queues[list].tail = NO_POSITION;
+        w->queues[list].head = w->queues[list].tail =
+            w->queues[list].compact_read = NO_POSITION;
     w->free_head = NIL;
     w->free_block = NIL;
     w->running = NIL;
@@ -1700,6 +1748,16 @@ TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
     return 0;
 }
 
+/* The phase of a walk over a queue under compaction at `position`. */
+static int compact_phase(const struct queue *q, int phase, uint32_t position)
+{
+    if (phase == 0 && position == q->compact_write)
+        phase = 1;
+    if (phase == 1 && position == q->compact_read)
+        phase = 2;
+    return phase;
+}
+
 /* Walks every queue, the nodes and both free lists; lock held. Returns 1 if
  * consistent. */
 static int consistent(const tw_wheel *w)
@@ -1713,8 +1771,14 @@ static int consistent(const tw_wheel *w)
     for (list = 0; list < LIST_COUNT; list++) {
         const struct queue *q = &w->queues[list];
         uint32_t position = q->head, left, live_entries = 0;
+        /* a compaction in progress: before its write cursor (0), between
+         * the cursors where all entries are stale (1), past its read cursor
+         * or none under way (2) */
+        int phase = q->compact_read == NO_POSITION ? 2 : 0;
+        uint32_t holes = 0, lag_blocks = 0;
         if ((q->count == 0) != (q->entries == 0) || q->count > q->entries ||
-            (q->entries == 0) != (q->head == NO_POSITION))
+            (q->entries == 0) != (q->head == NO_POSITION) ||
+            (q->entries == 0 && phase != 2))
             return 0;
         if (list < LIST_SLOTS &&
             (int)((w->occupied[list >> 6] >> (list & 63)) & 1) != (q->count != 0))
@@ -1723,11 +1787,14 @@ static int consistent(const tw_wheel *w)
             blocks++;
         for (left = q->entries; left > 0; left--, position++) {
             const struct node *n;
+            phase = compact_phase(q, phase, position);
             if ((position & OFFSET_MASK) == BLOCK_ENTRIES) {
                 position = block_of(w, position - 1)->next;
                 if (position >= block_count(w) || ++blocks > block_count(w))
                     return 0;
                 position <<= POSITION_BITS;
+                lag_blocks += phase == 1;
+                phase = compact_phase(q, phase, position);
             }
             if ((position & OFFSET_MASK) >= BLOCK_ENTRIES ||
                 (position >> POSITION_BITS) >= block_count(w))
@@ -1735,6 +1802,11 @@ static int consistent(const tw_wheel *w)
             index = entry_at(w, position);
             if (index >= w->used)
                 return 0;
+            if (phase == 1) {
+                if (entry_live(w, index, position))
+                    return 0;
+                holes++;
+            }
             if (!entry_live(w, index, position))
                 continue;
             n = node_at(w, index);
@@ -1752,6 +1824,10 @@ static int consistent(const tw_wheel *w)
         }
         if (live_entries != q->count || position != q->tail ||
             (q->entries && block_of(w, q->tail - 1)->next != NIL))
+            return 0;
+        if (q->compact_read != NO_POSITION &&
+            (compact_phase(q, phase, position) != 2 || holes != q->compact_holes ||
+             lag_blocks != q->compact_blocks))
             return 0;
         entries += q->entries;
     }

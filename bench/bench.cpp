@@ -175,7 +175,7 @@ struct options {
             return reps_override;
         if (quick)
             return n <= 20000 ? 3 : 1;
-        return n <= 20000 ? 7 : n <= 2000000 ? 3 : 1;
+        return n <= 20000 ? 7 : n <= 2000000 ? 5 : 1;
     }
     bool wants(const std::string &name) const
     {
@@ -964,7 +964,7 @@ void usage(FILE *f)
         "  --quick          N = 10k and 1M, fewer repetitions (< 30 s on 2 cores)\n"
         "  --csv PATH       CSV output (default: results.csv beside the program)\n"
         "  --n LIST         timer counts, e.g. 10000,1000000 (default 10k,1M,10M)\n"
-        "  --reps K         repetitions per figure (default 7 / 3 / 1 by N)\n"
+        "  --reps K         repetitions per figure (default 7 / 5 / 1 by N)\n"
         "  --only LIST      structures to run (prefixes): twheel, twheel-none,\n"
         "                   heap_binary, heap_quad, tree_map, skynet\n");
 }

@@ -126,6 +126,66 @@ static void test_compaction_keeps_order(void **state)
     ASSERT_NFIRES(40);
 }
 
+/* A large slot is compacted a few entries per cancel; here its compaction
+ * is still under way when more timers join the slot and when the slot is
+ * cascaded. Every survivor still fires once, on its tick, in insertion
+ * order. */
+static void test_compaction_interrupted(void **state)
+{
+    (void)state;
+    tw_wheel *w = new_wheel(0);
+    static tw_id ids[3000];
+    for (int i = 0; i < 3000; i++)
+        ids[i] = tw_add(w, 30000 + (uint64_t)(i % 50), rec_cb, TAG(i));
+    /* compaction starts at the 2006th cancel and needs ~47 more */
+    int cancelled = 0;
+    for (int i = 0; i < 3000 && cancelled < 2020; i++)
+        if (i % 4 != 0) {
+            assert_int_equal(tw_cancel(w, ids[i]), 1);
+            cancelled++;
+        }
+    CHECK(w);
+    for (int k = 0; k < 10; k++)
+        assert_int_not_equal(tw_add(w, 30000, rec_cb, TAG(5000 + k)), 0);
+    CHECK(w);
+    assert_int_equal(tw_advance(w, 16384), 0); /* the slot cascades */
+    CHECK(w);
+    assert_int_equal(tw_advance(w, 30049 - 16384), 3000 - cancelled + 10);
+    size_t k = 0;
+    for (int tick = 0; tick < 50; tick++) {
+        /* survivors of this tick, in insertion order; the non-multiples of
+         * 4 were cancelled in order, the first 2020 of them */
+        int seen = 0;
+        for (int i = tick; i < 3000; i += 50) {
+            int survived = i % 4 == 0 || (i / 4) * 3 + (i % 4) > 2020;
+            if (!survived)
+                continue;
+            ASSERT_FIRE(k, 30000 + (uint64_t)tick, i);
+            k++;
+            seen++;
+        }
+        if (tick == 0)
+            for (int j = 0; j < 10; j++, k++)
+                ASSERT_FIRE(k, 30000, 5000 + j);
+        assert_true(seen > 0);
+    }
+    ASSERT_NFIRES(k);
+    CHECK(w);
+    /* The same level slot in use again, one 2^20-tick turn later: no trace
+     * of the abandoned compaction may act on it. */
+    rec_reset();
+    assert_int_equal(tw_advance(w, (1u << 20) - tw_now(w)), 0);
+    for (int i = 0; i < 100; i++)
+        ids[i] = tw_add(w, 16384 + 5, rec_cb, TAG(i));
+    for (int i = 0; i < 100; i += 2)
+        assert_int_equal(tw_cancel(w, ids[i]), 1);
+    CHECK(w);
+    assert_int_equal(tw_advance(w, 16384 + 5), 50);
+    for (int i = 1, j = 0; i < 100; i += 2, j++)
+        ASSERT_FIRE(j, (1u << 20) + 16384 + 5, i);
+    CHECK(w);
+}
+
 /* The same churn, scattered over many slots and every level, with firing in
  * between, against a plain count of what must still be pending. */
 static void test_scattered_churn(void **state)
@@ -171,6 +231,7 @@ int main(void)
         T(test_emptied_slot_gives_blocks_back),
         T(test_reschedule_churn_is_bounded),
         T(test_compaction_keeps_order),
+        T(test_compaction_interrupted),
         T(test_scattered_churn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
