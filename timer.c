@@ -391,7 +391,8 @@ static void node_free(tw_wheel *w, uint32_t index)
  * Stale entries cost 4 bytes each and are bounded: a queue whose live count
  * drops to 0 gives all its blocks back at once, and a queue whose stale
  * entries outnumber twice its live ones (plus a block's worth) is compacted
- * in place, which the stale entries pay for once each.
+ * in place, a few entries per later unlink, which the stale entries pay for
+ * once each.
  *
  * Blocks never fail to come when a node moves (cascade, periodic re-arm):
  * the operations that add an entry (add, reschedule) first grow the block
@@ -961,12 +962,7 @@ static void cascade(tw_wheel *w)
         uint32_t node = entry_at(w, position);
         struct node *n = node_at(w, node);
         if (n->state == NODE_LINKED && n->position == position) {
-            unsigned slot = slot_for(n->expire, time);
-            n->position = queue_push(w, slot, node);
-            n->list = (uint16_t)slot;
-            w->queues[slot].count++;
-            w->occupied[slot >> 6] |= UINT64_C(1) << (slot & 63);
-            w->group_count[slot < NEAR_SIZE ? 0 : 1 + ((slot - LIST_LEVEL0) >> LEVEL_BITS)]++;
+            link_tail(w, slot_for(n->expire, time), node, n);
             w->cascaded++;
         }
         if (--left == 0)
@@ -1071,12 +1067,8 @@ static int64_t drive(tw_wheel *w, uint64_t target)
     ran = run_batch(w, list);
     for (;;) {
         uint64_t step = next_event(w, &list);
-        if (step == TW_NEVER || step > target - w->now) {
-            /* the next slot's nodes can arrive while the caller works */
-            if (step != TW_NEVER)
-                prefetch_queue(w, list);
+        if (step == TW_NEVER || step > target - w->now)
             break;
-        }
         w->now += step;
         if (((uint32_t)w->now & NEAR_MASK) == 0)
             cascade(w);
