@@ -140,7 +140,6 @@ struct queue {
      * NO_POSITION */
     uint32_t compact_read, compact_write;
     uint32_t compact_holes;  /* stale entries passed over */
-    uint32_t compact_blocks; /* blocks `read` is ahead of `write` */
 };
 
 /* BLOCK_CHUNK blocks, 64-byte aligned inside the memory the allocator gave */
@@ -172,7 +171,7 @@ struct tw_wheel {
     /* queue blocks */
     struct block_chunk *block_chunks;
     uint32_t block_chunk_count, block_chunk_capacity;
-    uint32_t free_block, free_blocks;
+    uint32_t free_block; /* free blocks, linked by `next` */
     uint32_t entries; /* in all queues, stale ones included */
     uint64_t entries_supported; /* by the blocks there are */
 
@@ -473,7 +472,6 @@ static COLD int grow_blocks(tw_wheel *w, uint64_t entries)
             chunk[i].next = w->free_block;
             w->free_block = first + i;
         }
-        w->free_blocks += BLOCK_CHUNK;
         w->entries_supported = entries_supported(block_count(w));
     }
     return 0;
@@ -491,16 +489,28 @@ static uint32_t block_take(tw_wheel *w)
 {
     uint32_t block = w->free_block; /* never NIL: see reserve_entries */
     w->free_block = block_at(w, block)->next;
-    w->free_blocks--;
     block_at(w, block)->next = NIL;
     return block;
 }
 
+/* Gives back the chain of blocks from `first` to `last`, in O(1). */
+static void blocks_give(tw_wheel *w, uint32_t first, uint32_t last)
+{
+    block_at(w, last)->next = w->free_block;
+    w->free_block = first;
+}
+
 static void block_give(tw_wheel *w, uint32_t block)
 {
-    block_at(w, block)->next = w->free_block;
-    w->free_block = block;
-    w->free_blocks++;
+    blocks_give(w, block, block);
+}
+
+/* The position after the end of a block is the start of the next one. */
+static uint32_t next_position(const tw_wheel *w, uint32_t position)
+{
+    if ((position & OFFSET_MASK) != BLOCK_ENTRIES)
+        return position;
+    return block_of(w, position - 1)->next << POSITION_BITS;
 }
 
 /* Walks over a queue (cascade, dispatch, compaction) would wait for one
@@ -601,17 +611,8 @@ static HOT_INLINE uint32_t queue_push(tw_wheel *w, unsigned list, uint32_t index
 static void queue_drop(tw_wheel *w, unsigned list)
 {
     struct queue *q = &w->queues[list];
-    if (q->entries) {
-        uint32_t block = q->head >> POSITION_BITS;
-        uint32_t last = (q->tail - 1) >> POSITION_BITS;
-        for (;;) {
-            uint32_t next = block_at(w, block)->next;
-            block_give(w, block);
-            if (block == last)
-                break;
-            block = next;
-        }
-    }
+    if (q->entries)
+        blocks_give(w, q->head >> POSITION_BITS, (q->tail - 1) >> POSITION_BITS);
     w->entries -= q->entries;
     q->entries = q->count = 0;
     q->head = q->tail = q->compact_read = NO_POSITION;
@@ -636,14 +637,12 @@ static void compact_abandon(struct queue *q)
 
 static void compact_finish(tw_wheel *w, struct queue *q)
 {
-    /* q->count > 0 and all live entries lie before `write` */
-    uint32_t write = q->compact_write, last = write - 1;
-    if (q->compact_blocks) {
-        uint32_t first = block_of(w, last)->next;
-        block_at(w, q->tail >> POSITION_BITS)->next = w->free_block;
-        w->free_block = first;
-        w->free_blocks += q->compact_blocks;
-        block_of(w, last)->next = NIL;
+    /* q->count > 0 and all live entries lie before `write`: the blocks
+     * after the one it ends in hold stale entries only */
+    uint32_t write = q->compact_write, spare = block_of(w, write - 1)->next;
+    if (spare != NIL) {
+        blocks_give(w, spare, (q->tail - 1) >> POSITION_BITS);
+        block_of(w, write - 1)->next = NIL;
     }
     w->entries -= q->compact_holes;
     q->entries -= q->compact_holes;
@@ -658,8 +657,7 @@ static void compact_step(tw_wheel *w, struct queue *q)
     for (steps = 0; steps < COMPACT_STEP && read != q->tail; steps++, read++) {
         uint32_t index;
         if ((read & OFFSET_MASK) == BLOCK_ENTRIES) {
-            read = block_of(w, read - 1)->next << POSITION_BITS;
-            q->compact_blocks++;
+            read = next_position(w, read);
             prefetch_ahead(w, read, 0);
         }
         index = entry_at(w, read);
@@ -667,10 +665,7 @@ static void compact_step(tw_wheel *w, struct queue *q)
             q->compact_holes++;
             continue;
         }
-        if ((write & OFFSET_MASK) == BLOCK_ENTRIES) {
-            write = block_of(w, write - 1)->next << POSITION_BITS;
-            q->compact_blocks--;
-        }
+        write = next_position(w, write);
         block_of(w, write)->index[write & OFFSET_MASK] = index;
         node_at(w, index)->position = write;
         write++;
@@ -684,7 +679,7 @@ static void compact_step(tw_wheel *w, struct queue *q)
 static void compact_start(tw_wheel *w, struct queue *q)
 {
     q->compact_read = q->compact_write = q->head;
-    q->compact_holes = q->compact_blocks = 0;
+    q->compact_holes = 0;
     prefetch_ahead(w, q->head, 1);
 }
 
@@ -722,6 +717,7 @@ static void unlink_node(tw_wheel *w, uint32_t index)
         compact_step(w, q);
 }
 
+/* The start of a walk by pop_live, which prefetches on entering a block. */
 static void prefetch_queue(const tw_wheel *w, unsigned list)
 {
     if (w->queues[list].entries)
@@ -740,8 +736,6 @@ static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_ou
         struct block *b = block_of(w, position);
         struct node *n;
         int live;
-        if ((position & OFFSET_MASK) == 0)
-            prefetch_ahead(w, position, 0);
         index = b->index[position & OFFSET_MASK];
         live = entry_live(w, index, position);
         q->entries--;
@@ -753,6 +747,7 @@ static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_ou
         } else if ((q->head & OFFSET_MASK) == BLOCK_ENTRIES) {
             q->head = b->next << POSITION_BITS;
             block_give(w, position >> POSITION_BITS);
+            prefetch_ahead(w, q->head, 0);
         }
         if (!live)
             continue;
@@ -1112,8 +1107,7 @@ static uint64_t next_expiry_locked(const tw_wheel *w)
         uint32_t position = q->head, left;
         for (left = q->entries; left > 0; left--, position++) {
             uint32_t index;
-            if ((position & OFFSET_MASK) == BLOCK_ENTRIES)
-                position = block_of(w, position - 1)->next << POSITION_BITS;
+            position = next_position(w, position);
             index = entry_at(w, position);
             if (entry_live(w, index, position) &&
                 (uint32_t)(node_at(w, index)->expire - time) < least)
@@ -1767,7 +1761,7 @@ static int consistent(const tw_wheel *w)
          * the cursors where all entries are stale (1), past its read cursor
          * or none under way (2) */
         int phase = q->compact_read == NO_POSITION ? 2 : 0;
-        uint32_t holes = 0, lag_blocks = 0;
+        uint32_t holes = 0;
         if ((q->count == 0) != (q->entries == 0) || q->count > q->entries ||
             (q->entries == 0) != (q->head == NO_POSITION) ||
             (q->entries == 0 && phase != 2))
@@ -1785,7 +1779,6 @@ static int consistent(const tw_wheel *w)
                 if (position >= block_count(w) || ++blocks > block_count(w))
                     return 0;
                 position <<= POSITION_BITS;
-                lag_blocks += phase == 1;
                 phase = compact_phase(q, phase, position);
             }
             if ((position & OFFSET_MASK) >= BLOCK_ENTRIES ||
@@ -1818,8 +1811,7 @@ static int consistent(const tw_wheel *w)
             (q->entries && block_of(w, q->tail - 1)->next != NIL))
             return 0;
         if (q->compact_read != NO_POSITION &&
-            (compact_phase(q, phase, position) != 2 || holes != q->compact_holes ||
-             lag_blocks != q->compact_blocks))
+            (compact_phase(q, phase, position) != 2 || holes != q->compact_holes))
             return 0;
         entries += q->entries;
     }
@@ -1842,10 +1834,10 @@ static int consistent(const tw_wheel *w)
     if (live != w->live || entries != w->entries)
         return 0;
     for (block = w->free_block; block != NIL; block = block_at(w, block)->next)
-        if (block >= block_count(w) || ++free_blocks > w->free_blocks)
+        if (block >= block_count(w) || ++free_blocks > block_count(w))
             return 0;
     /* the reserve that lets nodes move without allocating */
-    if (free_blocks != w->free_blocks || blocks + free_blocks != block_count(w) ||
+    if (blocks + free_blocks != block_count(w) ||
         (w->entries && block_count(w) < blocks_needed(w->entries)))
         return 0;
     for (index = w->free_head; index != NIL; index = node_at(w, index)->next) {
