@@ -12,6 +12,9 @@
 #undef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE 1 /* syscall(), for the adaptive lock's futex */
+#endif
 
 #include "timer.h"
 
@@ -22,9 +25,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define TW_HAVE_FUTEX 1
+#endif
 
 /* C11 atomics when the compiler offers them; the GNU builtins (same memory
- * model) keep strict C99 builds working. Only the spinlock uses them. */
+ * model) keep strict C99 builds working. Only the locks use them. */
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L &&              \
     !defined(__STDC_NO_ATOMICS__)
 #include <stdatomic.h>
@@ -36,6 +45,11 @@ typedef atomic_uint spin_word;
     atomic_exchange_explicit((p), (v), memory_order_acquire)
 #define spin_store_release(p, v)                                              \
     atomic_store_explicit((p), (v), memory_order_release)
+#define spin_exchange(p, v) atomic_exchange_explicit((p), (v), memory_order_acq_rel)
+#define spin_claim(p, expected, v)                                            \
+    atomic_compare_exchange_strong_explicit((p), (expected), (v),             \
+                                            memory_order_acquire,             \
+                                            memory_order_relaxed)
 #elif defined(__GNUC__)
 typedef unsigned spin_word;
 #define spin_init(p) (*(p) = 0u)
@@ -43,6 +57,10 @@ typedef unsigned spin_word;
 #define spin_store(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define spin_exchange_acquire(p, v) __atomic_exchange_n((p), (v), __ATOMIC_ACQUIRE)
 #define spin_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define spin_exchange(p, v) __atomic_exchange_n((p), (v), __ATOMIC_ACQ_REL)
+#define spin_claim(p, expected, v)                                            \
+    __atomic_compare_exchange_n((p), (expected), (v), 0, __ATOMIC_ACQUIRE,    \
+                                __ATOMIC_RELAXED)
 #else
 #error "twheel needs C11 atomics or the GNU __atomic builtins"
 #endif
@@ -150,6 +168,16 @@ struct block_chunk {
 
 enum thread_state { THREAD_IDLE = 0, THREAD_RUNNING, THREAD_STOPPING };
 
+/* A release hook running with the lock dropped. Frames live on the stacks
+ * of the threads running hooks and are chained per wheel (newest first), so
+ * tw_destroy can tell that it is called from inside one, and so teardown
+ * can wait for hooks that other threads are running. */
+struct hook_frame {
+    struct hook_frame *next;
+    pthread_t thread;
+    int destroy; /* tw_destroy was called in this hook: finish it after */
+};
+
 struct tw_wheel {
     /* time: 64-bit `now`; its low 32 bits are skynet's `time` */
     uint64_t now;
@@ -181,8 +209,11 @@ struct tw_wheel {
     uint32_t running;     /* node whose callback is running, or NIL */
     uint64_t running_due; /* the tick that node was due at */
     int driving;      /* inside tw_advance/tw_expire */
-    int destroying;
+    int timer_thread_driving; /* ... called by the timer thread */
+    int destroying;   /* tw_destroy is releasing and freeing */
+    int destroy_deferred; /* tw_destroy returned 0 from a cancel's hook */
     pthread_t driver; /* valid while driving */
+    struct hook_frame *hooks; /* release hooks running now */
 
     /* locking */
     int lock_kind;
@@ -859,8 +890,10 @@ static HOT_INLINE void schedule(tw_wheel *w, uint32_t index, uint64_t due)
         link_tail(w, slot_for((uint32_t)due, (uint32_t)w->now), index, n);
 }
 
-/* Index of `release` in the wheel's table (0 for NULL), or -1 when full. */
-static int release_index(tw_wheel *w, tw_release *release)
+/* Index of `release` in the wheel's table (0 for NULL); for a function not
+ * in it yet, the index it would get, or -1 when the table is full. Nothing
+ * is registered here, so an add that fails later leaves no entry behind. */
+static int release_index(const tw_wheel *w, tw_release *release)
 {
     uint32_t i;
     if (!release)
@@ -868,10 +901,7 @@ static int release_index(tw_wheel *w, tw_release *release)
     for (i = 1; i <= w->release_count; i++)
         if (w->releases[i] == release)
             return (int)i;
-    if (w->release_count == MAX_RELEASES)
-        return -1;
-    w->releases[++w->release_count] = release;
-    return (int)w->release_count;
+    return w->release_count == MAX_RELEASES ? -1 : (int)w->release_count + 1;
 }
 
 static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval,
@@ -904,6 +934,8 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
         errno = error;
         return 0;
     }
+    if ((uint32_t)release_slot > w->release_count)
+        w->releases[++w->release_count] = release;
     n = node_at(w, index);
     n->callback = callback;
     n->user_data = user_data;
@@ -982,22 +1014,36 @@ static void cascade(tw_wheel *w)
  * is never freed while its callback runs: whatever happened to it meanwhile
  * is settled when the callback returns. */
 
-/* Frees a node and hands its user data back, lock released for the hook. */
-static void finish_node(tw_wheel *w, uint32_t index)
+/* Frees a node and hands its user data back, lock released for the hook.
+ * Returns 1 when the hook called tw_destroy and the caller (tw_cancel) must
+ * now finish destroying the wheel. */
+static int finish_node(tw_wheel *w, uint32_t index)
 {
     struct node *n = node_at(w, index);
     tw_release *release = w->releases[n->release];
     void *user_data = n->user_data;
+    struct hook_frame frame, **link;
+    int driver;
     /* Dead from here on: while the hook runs unlocked, its id must not be
      * cancelled, rescheduled or counted again. */
     n->state = NODE_CANCELLED;
-    if (release) {
-        int driver = on_driver_thread(w); /* decided under the lock */
-        unlock(w);
-        release(user_data);
-        acquire(w, driver);
+    if (!release) {
+        node_free(w, index);
+        return 0;
     }
+    driver = on_driver_thread(w); /* decided under the lock */
+    frame.thread = pthread_self();
+    frame.destroy = 0;
+    frame.next = w->hooks;
+    w->hooks = &frame;
+    unlock(w);
+    release(user_data);
+    acquire(w, driver);
+    for (link = &w->hooks; *link != &frame; link = &(*link)->next)
+        ;
+    *link = frame.next;
     node_free(w, index);
+    return frame.destroy;
 }
 
 static int64_t run_batch(tw_wheel *w, unsigned list)
@@ -1070,7 +1116,7 @@ static int64_t drive(tw_wheel *w, uint64_t target)
         ran += run_batch(w, (uint32_t)w->now & NEAR_MASK);
     }
     w->now = target;
-    w->driving = 0;
+    w->driving = w->timer_thread_driving = 0;
     unlock(w);
     return ran;
 }
@@ -1129,13 +1175,26 @@ static uint64_t next_expiry_locked(const tw_wheel *w)
 }
 
 /* ==== locking ===========================================================
- * One lock per wheel, chosen at creation. The spinlock is test-and-test-
- * and-set: the lock goes to whichever waiter is running when it is freed,
- * never to a preempted one (a ticket lock collapses when threads outnumber
- * cores). So that producers cannot starve the driver, the driver raises a
- * flag while it waits and other threads do not try while it is up. Waiters
- * pause the CPU, then yield, then nap. TW_LOCK_NONE does nothing at all,
- * not even an atomic operation. */
+ * One lock per wheel, chosen at creation; every kind serves the driver
+ * first. A driver that has to wait raises `driver_waiting`, and other
+ * threads do not take the lock while it is up, so a stream of producers
+ * can never starve the thread that fires timers. TW_LOCK_NONE does nothing
+ * at all, not even an atomic operation.
+ *
+ * TW_LOCK_ADAPTIVE (the default) spins for about a critical section's
+ * length, then sleeps in the kernel until the holder hands the lock back.
+ * Sleeping is what survives more threads than cores: a waiter never burns
+ * the time slice that a preempted holder needs to finish. Lock word: 0 free,
+ * 1 held, 2 held and a thread may be asleep on it (unlock must wake one).
+ * While the driver waits, an unlock wakes every sleeper so the driver is
+ * among them; producers that wake then sleep on `driver_waiting` (value 2:
+ * someone sleeps there) until the driver has the lock.
+ *
+ * TW_LOCK_SPIN is test-and-test-and-set: pause, then yield, then nap. It
+ * is cheapest when threads never outnumber cores and collapses when they
+ * do (a waiter's nap or a preempted holder stalls everyone). */
+
+#define ADAPTIVE_SPINS 100 /* pauses before sleeping: ~ one critical section */
 
 static void cpu_pause(void)
 {
@@ -1143,6 +1202,30 @@ static void cpu_pause(void)
     __builtin_ia32_pause();
 #elif defined(__GNUC__) && (defined(__aarch64__) || defined(__arm__))
     __asm__ __volatile__("yield");
+#endif
+}
+
+/* Sleeps while *word == value (or for a short nap where there is no
+ * futex); wakes up to `count` sleepers. Both are hints: callers re-check. */
+static void park(spin_word *word, unsigned value)
+{
+#if defined(TW_HAVE_FUTEX)
+    syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
+#else
+    struct timespec nap = {0, 20000};
+    (void)word;
+    (void)value;
+    nanosleep(&nap, NULL);
+#endif
+}
+
+static void unpark(spin_word *word, int count)
+{
+#if defined(TW_HAVE_FUTEX)
+    syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+#else
+    (void)word;
+    (void)count;
 #endif
 }
 
@@ -1177,12 +1260,59 @@ static COLD void spin_wait(tw_wheel *w, int driver)
         spin_store(&w->driver_waiting, 0u);
 }
 
+static int adaptive_try(tw_wheel *w)
+{
+    unsigned expected = 0;
+    return spin_claim(&w->locked, &expected, 1u);
+}
+
+static COLD void adaptive_wait(tw_wheel *w, int driver)
+{
+    unsigned spins;
+    if (driver)
+        spin_exchange(&w->driver_waiting, 1u); /* ordered before our claim */
+    for (spins = 0; spins < ADAPTIVE_SPINS; spins++) {
+        cpu_pause();
+        if ((driver || !spin_load(&w->driver_waiting)) &&
+            !spin_load(&w->locked) && adaptive_try(w))
+            goto acquired;
+    }
+    for (;;) {
+        if (!driver) {
+            unsigned flag = spin_load(&w->driver_waiting);
+            if (flag) {
+                if (flag == 2 || spin_claim(&w->driver_waiting, &flag, 2u) ||
+                    flag == 2)
+                    park(&w->driver_waiting, 2u);
+                continue;
+            }
+        }
+        /* Claimed as "held, maybe sleepers": we cannot know we were the
+         * last one asleep, so our unlock wakes one more, to be safe. */
+        if (spin_exchange(&w->locked, 2u) == 0)
+            goto acquired;
+        park(&w->locked, 2u);
+    }
+acquired:
+    if (driver && spin_exchange(&w->driver_waiting, 0u) == 2)
+        unpark(&w->driver_waiting, INT_MAX);
+}
+
+static COLD void adaptive_wake(tw_wheel *w)
+{
+    /* the driver may be asleep among producers: wake them all */
+    unpark(&w->locked, spin_load(&w->driver_waiting) ? INT_MAX : 1);
+}
+
 /* `driver`: the driving thread retaking the lock between callbacks, which
- * the spinlock serves ahead of producers. Uncontended (the common case), a
- * spinlock is one try that writes no flag waiting producers poll. */
+ * every kind serves ahead of producers. Uncontended (the common case), a
+ * lock is one atomic operation that writes no flag waiting threads poll. */
 static HOT_INLINE void acquire(tw_wheel *w, int driver)
 {
-    if (w->lock_kind == TW_LOCK_SPIN) {
+    if (w->lock_kind == TW_LOCK_ADAPTIVE) {
+        if (!((driver || !spin_load(&w->driver_waiting)) && adaptive_try(w)))
+            adaptive_wait(w, driver);
+    } else if (w->lock_kind == TW_LOCK_SPIN) {
         if (!((driver || !spin_load(&w->driver_waiting)) && spin_try(w)))
             spin_wait(w, driver);
     } else if (w->lock_kind == TW_LOCK_MUTEX) {
@@ -1197,10 +1327,14 @@ static HOT_INLINE void lock(tw_wheel *w)
 
 static HOT_INLINE void unlock(tw_wheel *w)
 {
-    if (w->lock_kind == TW_LOCK_SPIN)
+    if (w->lock_kind == TW_LOCK_ADAPTIVE) {
+        if (spin_exchange(&w->locked, 0u) == 2)
+            adaptive_wake(w);
+    } else if (w->lock_kind == TW_LOCK_SPIN) {
         spin_store_release(&w->locked, 0u);
-    else if (w->lock_kind == TW_LOCK_MUTEX)
+    } else if (w->lock_kind == TW_LOCK_MUTEX) {
         pthread_mutex_unlock(&w->mutex);
+    }
 }
 
 /* ==== API: wheel lifetime =============================================== */
@@ -1212,7 +1346,7 @@ TW_EXPORT void tw_config_init(struct tw_config *config)
     memset(config, 0, sizeof *config);
     config->size = sizeof *config;
     config->tick_us = 1000;
-    config->lock = TW_LOCK_SPIN;
+    config->lock = TW_LOCK_ADAPTIVE;
     config->clock = TW_CLOCK_MONOTONIC;
 }
 
@@ -1229,7 +1363,7 @@ static int config_valid(const struct tw_config *c)
             return 0;
     return c->tick_us >= TW_MIN_TICK_US && c->tick_us <= TW_MAX_TICK_US &&
            (c->lock == TW_LOCK_SPIN || c->lock == TW_LOCK_MUTEX ||
-            c->lock == TW_LOCK_NONE) &&
+            c->lock == TW_LOCK_NONE || c->lock == TW_LOCK_ADAPTIVE) &&
            (c->clock == TW_CLOCK_MONOTONIC ||
             c->clock == TW_CLOCK_MONOTONIC_COARSE) &&
            c->start_tick <= TW_MAX_TICK;
@@ -1331,25 +1465,26 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     return w;
 }
 
-TW_EXPORT int tw_destroy(tw_wheel *w)
+/* Waits, lock held, until no other thread drives the wheel or runs one of
+ * its release hooks: only a caller that ignored tw_destroy's rules (using
+ * the wheel from another thread while destroying it) ever waits here. */
+static void wait_until_alone(tw_wheel *w)
+{
+    while (w->driving || w->hooks) {
+        unlock(w);
+        sched_yield();
+        lock(w);
+    }
+}
+
+/* Releases every pending timer and frees the wheel; lock not held, the
+ * timer thread stopped, the decision to destroy taken. */
+static void teardown(tw_wheel *w)
 {
     unsigned list;
     uint32_t index;
-    if (!w)
-        return 0;
     lock(w);
-    if (on_driver_thread(w)) { /* from a callback: touch nothing */
-        unlock(w);
-        return -EBUSY;
-    }
-    unlock(w);
-    if (tw_thread_stop(w) == -EDEADLK)
-        return -EBUSY;
-    lock(w);
-    if (w->driving || w->destroying) {
-        unlock(w);
-        return -EBUSY;
-    }
+    wait_until_alone(w);
     w->destroying = 1;
     /* Release hooks run unlocked and may cancel other timers of this wheel;
      * popping queue heads keeps that safe. */
@@ -1359,6 +1494,7 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
             finish_node(w, index);
         }
     }
+    wait_until_alone(w); /* hooks of cancels made meanwhile by others */
     unlock(w);
     while (w->chunk_count)
         wheel_alloc(w, w->chunks[--w->chunk_count], 0);
@@ -1370,6 +1506,41 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
         pthread_mutex_destroy(&w->mutex);
     destroy_thread_state(w);
     w->realloc_fn(w, 0, w->alloc_context);
+}
+
+/* The re-entrancy rules of tw_destroy (see timer.h): refused from the
+ * driving thread and while another thread drives or runs a release hook;
+ * from a release hook that tw_cancel runs, deferred to that tw_cancel. */
+TW_EXPORT int tw_destroy(tw_wheel *w)
+{
+    struct hook_frame *frame, *outermost = NULL;
+    int refused;
+    if (!w)
+        return 0;
+    lock(w);
+    if (on_driver_thread(w) || w->destroying || w->destroy_deferred) {
+        unlock(w);
+        return -EBUSY;
+    }
+    for (frame = w->hooks; frame; frame = frame->next)
+        if (pthread_equal(frame->thread, pthread_self()))
+            outermost = frame;
+    if (outermost) {
+        /* Inside hooks of cancels on this thread: the outermost of those
+         * tw_cancel calls destroys the wheel once its hook has returned,
+         * so no caller further in still holds a wheel that was freed. */
+        outermost->destroy = 1;
+        w->destroy_deferred = 1;
+        unlock(w);
+        return 0;
+    }
+    refused = w->hooks || (w->driving && !w->timer_thread_driving);
+    unlock(w);
+    if (refused)
+        return -EBUSY; /* nothing touched, the timer thread still runs */
+    if (tw_thread_stop(w) == -EDEADLK)
+        return -EBUSY;
+    teardown(w);
     return 0;
 }
 
@@ -1413,8 +1584,12 @@ TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
         w->cancelled++;
         cancelled = 1;
         if (w->running != index) {
-            finish_node(w, index);
+            int destroy = finish_node(w, index);
             unlock(w);
+            if (destroy) { /* tw_destroy was called by the release hook */
+                tw_thread_stop(w);
+                teardown(w);
+            }
             return 1;
         }
         n->state = NODE_CANCELLED; /* rescheduled while running: settle later */
@@ -1494,11 +1669,9 @@ TW_EXPORT uint64_t tw_gettime(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-TW_EXPORT int64_t tw_expire(tw_wheel *w)
+static int64_t expire(tw_wheel *w, int timer_thread)
 {
     uint64_t clock, elapsed, target;
-    if (!w)
-        return -EINVAL;
     /* Claim the driver role first, then read the clock unlocked (a clock_fn
      * may be slow): a reading taken before another driver's newer one would
      * look like the clock going backwards. */
@@ -1508,6 +1681,7 @@ TW_EXPORT int64_t tw_expire(tw_wheel *w)
         return -EBUSY;
     }
     w->driving = 1;
+    w->timer_thread_driving = timer_thread;
     w->driver = pthread_self();
     unlock(w);
     clock = read_clock(w);
@@ -1516,19 +1690,26 @@ TW_EXPORT int64_t tw_expire(tw_wheel *w)
         w->base_us = w->last_clock_us = clock;
         w->base_tick = w->now;
         w->rebases++;
-        w->driving = 0;
+        w->driving = w->timer_thread_driving = 0;
         unlock(w);
         return 0;
     }
     w->last_clock_us = clock;
     elapsed = (clock - w->base_us) / w->tick_us;
     if (elapsed > TW_MAX_TICK - w->base_tick) {
-        w->driving = 0;
+        w->driving = w->timer_thread_driving = 0;
         unlock(w);
         return -ERANGE;
     }
     target = w->base_tick + elapsed;
     return drive(w, target > w->now ? target : w->now);
+}
+
+TW_EXPORT int64_t tw_expire(tw_wheel *w)
+{
+    if (!w)
+        return -EINVAL;
+    return expire(w, 0);
 }
 
 TW_EXPORT int64_t tw_advance(tw_wheel *w, uint64_t ticks)
@@ -1595,7 +1776,7 @@ static void *timer_thread_main(void *argument)
     pthread_mutex_lock(&w->sleep_mutex);
     while (w->thread_state == THREAD_RUNNING) {
         pthread_mutex_unlock(&w->sleep_mutex);
-        tw_expire(w);
+        expire(w, 1);
         clock_gettime(CLOCK_MONOTONIC, &deadline);
         deadline.tv_nsec += (long)(w->period_us % 1000000u) * 1000;
         deadline.tv_sec += (time_t)(w->period_us / 1000000u);
@@ -1617,6 +1798,11 @@ TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
     int error;
     if (!w || period_us == 0 || w->lock_kind == TW_LOCK_NONE)
         return -EINVAL;
+    lock(w); /* a thread started now would outlive the wheel */
+    error = w->destroying || w->destroy_deferred;
+    unlock(w);
+    if (error)
+        return -EBUSY;
     /* Checked before taking `control`: a stopper holds it while joining,
      * and this caller may be the very thread it joins. */
     pthread_mutex_lock(&w->sleep_mutex);

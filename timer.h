@@ -87,9 +87,12 @@ typedef uint64_t tw_clock_fn(void *context);
 typedef void *tw_realloc_fn(void *pointer, size_t size, void *context);
 
 enum tw_lock_kind {
-    TW_LOCK_SPIN = 0, /* spinlock (C11 atomics; pause, yield, nap); default */
+    TW_LOCK_SPIN = 0, /* spinlock (pause, yield, nap): only when threads
+                         never outnumber cores */
     TW_LOCK_MUTEX = 1, /* pthread mutex */
-    TW_LOCK_NONE = 2 /* single-threaded use: no lock, no atomic operations */
+    TW_LOCK_NONE = 2, /* single-threaded use: no lock, no atomic operations */
+    TW_LOCK_ADAPTIVE = 3 /* spins briefly, then sleeps (futex on Linux);
+                            serves the driver first; the default */
 };
 
 enum tw_clock_kind {

@@ -63,7 +63,8 @@ namespace twheel {
 using duration = std::chrono::microseconds;
 
 enum class lock_kind : int {
-    spin = TW_LOCK_SPIN,   /* default: any thread may add/cancel while one drives */
+    adaptive = TW_LOCK_ADAPTIVE, /* default: spins briefly, then sleeps */
+    spin = TW_LOCK_SPIN,   /* only when threads never outnumber cores */
     mutex = TW_LOCK_MUTEX,
     none = TW_LOCK_NONE    /* single-threaded: no lock, no atomics */
 };
@@ -77,7 +78,7 @@ enum class clock_kind : int {
  * C++20 code may write wheel{{.tick = 10ms, .lock = lock_kind::none}}. */
 struct config {
     std::chrono::microseconds tick{1000};  /* tick length; skynet uses 10 ms */
-    lock_kind lock = lock_kind::spin;
+    lock_kind lock = lock_kind::adaptive;
     std::uint64_t max_timers = 0;          /* cap on pending timers; 0 = none */
     clock_kind clock = clock_kind::monotonic;
     tw_clock_fn *clock_fn = nullptr;       /* optional clock (fake clocks) */

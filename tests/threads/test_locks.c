@@ -418,11 +418,13 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T_SPIN(test_contract),
+        T_ADAPTIVE(test_contract),
         T_MUTEX(test_contract),
         T_NONE(test_contract),
         T_ONE(test_none_single_threaded),
         T_ONE(test_thread_start_refuses_none),
         T_SPIN(test_concurrent_producers),
+        T_ADAPTIVE(test_concurrent_producers),
         T_MUTEX(test_concurrent_producers),
     };
     return THR_RUN(tests);

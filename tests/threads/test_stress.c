@@ -340,8 +340,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T_SPIN(test_stress_loop),
+        T_ADAPTIVE(test_stress_loop),
         T_MUTEX(test_stress_loop),
         T_SPIN(test_stress_thread),
+        T_ADAPTIVE(test_stress_thread),
         T_MUTEX(test_stress_thread),
     };
     return THR_RUN(tests);

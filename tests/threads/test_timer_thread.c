@@ -432,20 +432,28 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T_SPIN(test_fake_clock),
+        T_ADAPTIVE(test_fake_clock),
         T_MUTEX(test_fake_clock),
         T_SPIN(test_real_clock),
+        T_ADAPTIVE(test_real_clock),
         T_MUTEX(test_real_clock),
         T_SPIN(test_stop_joins),
+        T_ADAPTIVE(test_stop_joins),
         T_MUTEX(test_stop_joins),
         T_SPIN(test_start_twice),
+        T_ADAPTIVE(test_start_twice),
         T_MUTEX(test_start_twice),
         T_SPIN(test_stop_inside_callback),
+        T_ADAPTIVE(test_stop_inside_callback),
         T_MUTEX(test_stop_inside_callback),
         T_SPIN(test_destroy_running),
+        T_ADAPTIVE(test_destroy_running),
         T_MUTEX(test_destroy_running),
         T_SPIN(test_concurrent_stop),
+        T_ADAPTIVE(test_concurrent_stop),
         T_MUTEX(test_concurrent_stop),
         T_SPIN(test_callbacks_reenter),
+        T_ADAPTIVE(test_callbacks_reenter),
         T_MUTEX(test_callbacks_reenter),
     };
     return THR_RUN(tests);

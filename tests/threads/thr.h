@@ -138,7 +138,10 @@ static inline uint64_t thr_env(const char *name, uint64_t fallback)
 
 static inline const char *thr_lock_name(int kind)
 {
-    return kind == TW_LOCK_SPIN ? "spin" : kind == TW_LOCK_MUTEX ? "mutex" : "none";
+    return kind == TW_LOCK_SPIN       ? "spin"
+           : kind == TW_LOCK_MUTEX    ? "mutex"
+           : kind == TW_LOCK_ADAPTIVE ? "adaptive"
+                                      : "none";
 }
 
 /* Wheels made by thr_wheel() are remembered, so that a test that fails
@@ -214,6 +217,7 @@ static inline uint64_t thr_fake_clock(void *context)
 static int thr_lock_spin THR_UNUSED = TW_LOCK_SPIN;
 static int thr_lock_mutex THR_UNUSED = TW_LOCK_MUTEX;
 static int thr_lock_none THR_UNUSED = TW_LOCK_NONE;
+static int thr_lock_adaptive THR_UNUSED = TW_LOCK_ADAPTIVE;
 
 static inline int thr_lock_of(void **state)
 {
@@ -225,6 +229,7 @@ static inline int thr_lock_of(void **state)
 #define T_SPIN(f) THR_T(f, "spin", thr_lock_spin)
 #define T_MUTEX(f) THR_T(f, "mutex", thr_lock_mutex)
 #define T_NONE(f) THR_T(f, "none", thr_lock_none)
+#define T_ADAPTIVE(f) THR_T(f, "adaptive", thr_lock_adaptive)
 
 /* Runs a group; TWHEEL_TEST_FILTER (a cmocka glob such as
  * "test_stress_loop/spin" or "test_races_*") picks tests by name. */

@@ -11,7 +11,7 @@ static void test_config_defaults(void **state)
     tw_config_init(&c);
     assert_int_equal(c.size, sizeof(struct tw_config));
     assert_int_equal(c.tick_us, 1000);
-    assert_int_equal(c.lock, TW_LOCK_SPIN);
+    assert_int_equal(c.lock, TW_LOCK_ADAPTIVE);
     assert_int_equal(c.clock, TW_CLOCK_MONOTONIC);
     assert_null(c.clock_fn);
     assert_null(c.clock_context);
@@ -38,7 +38,7 @@ static void test_create_null_config_defaults(void **state)
 static void test_every_lock_kind(void **state)
 {
     (void)state;
-    const int kinds[] = {TW_LOCK_SPIN, TW_LOCK_MUTEX, TW_LOCK_NONE};
+    const int kinds[] = {TW_LOCK_SPIN, TW_LOCK_MUTEX, TW_LOCK_NONE, TW_LOCK_ADAPTIVE};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         rec_reset();
         struct tw_config c;

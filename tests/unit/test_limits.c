@@ -204,7 +204,7 @@ static void test_bad_configs(void **state)
         c.tick_us = ticks[i];
         ASSERT_CREATE_EINVAL(&c);
     }
-    const int locks[] = {-1, 3, 100, INT_MAX, INT_MIN};
+    const int locks[] = {-1, 4, 100, INT_MAX, INT_MIN};
     for (size_t i = 0; i < 5; i++) {
         tw_config_init(&c);
         c.lock = locks[i];
