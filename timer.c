@@ -45,11 +45,16 @@ typedef atomic_uint spin_word;
     atomic_exchange_explicit((p), (v), memory_order_acquire)
 #define spin_store_release(p, v)                                              \
     atomic_store_explicit((p), (v), memory_order_release)
-#define spin_exchange(p, v) atomic_exchange_explicit((p), (v), memory_order_acq_rel)
 #define spin_claim(p, expected, v)                                            \
     atomic_compare_exchange_strong_explicit((p), (expected), (v),             \
                                             memory_order_acquire,             \
                                             memory_order_relaxed)
+/* sequentially consistent: the adaptive lock's hand-over to the driver */
+#define spin_load_sc(p) atomic_load((p))
+#define spin_store_sc(p, v) atomic_store((p), (v))
+#define spin_exchange_sc(p, v) atomic_exchange((p), (v))
+#define spin_claim_sc(p, expected, v)                                         \
+    atomic_compare_exchange_strong((p), (expected), (v))
 #elif defined(__GNUC__)
 typedef unsigned spin_word;
 #define spin_init(p) (*(p) = 0u)
@@ -57,10 +62,15 @@ typedef unsigned spin_word;
 #define spin_store(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define spin_exchange_acquire(p, v) __atomic_exchange_n((p), (v), __ATOMIC_ACQUIRE)
 #define spin_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define spin_exchange(p, v) __atomic_exchange_n((p), (v), __ATOMIC_ACQ_REL)
 #define spin_claim(p, expected, v)                                            \
     __atomic_compare_exchange_n((p), (expected), (v), 0, __ATOMIC_ACQUIRE,    \
                                 __ATOMIC_RELAXED)
+#define spin_load_sc(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define spin_store_sc(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define spin_exchange_sc(p, v) __atomic_exchange_n((p), (v), __ATOMIC_SEQ_CST)
+#define spin_claim_sc(p, expected, v)                                         \
+    __atomic_compare_exchange_n((p), (expected), (v), 0, __ATOMIC_SEQ_CST,    \
+                                __ATOMIC_SEQ_CST)
 #else
 #error "twheel needs C11 atomics or the GNU __atomic builtins"
 #endif
@@ -219,6 +229,7 @@ struct tw_wheel {
     int lock_kind;
     spin_word locked;
     spin_word driver_waiting; /* producers stand back while this is set */
+    spin_word drive_claim; /* held from the start to the end of a drive */
     pthread_mutex_t mutex;
 
     /* clock: ticks are counted from (base_us, base_tick) so remainders carry */
@@ -265,6 +276,7 @@ static HOT_INLINE void lock(tw_wheel *w);
 static HOT_INLINE void acquire(tw_wheel *w, int driver);
 static HOT_INLINE void unlock(tw_wheel *w);
 static int on_driver_thread(const tw_wheel *w);
+static void end_drive_claim(tw_wheel *w);
 
 static int lowest_bit(uint64_t x) /* x != 0 */
 {
@@ -1118,6 +1130,7 @@ static int64_t drive(tw_wheel *w, uint64_t target)
     w->now = target;
     w->driving = w->timer_thread_driving = 0;
     unlock(w);
+    end_drive_claim(w);
     return ran;
 }
 
@@ -1125,6 +1138,34 @@ static int64_t drive(tw_wheel *w, uint64_t target)
 static int drive_refused(const tw_wheel *w)
 {
     return w->driving || w->destroying;
+}
+
+/* Takes the lock to start driving. The claim, taken before the lock, makes
+ * this thread the one the lock serves first (its hand-over protocol needs
+ * a single such thread); a thread that cannot claim is a second driver or
+ * a callback re-entering, and is refused. Returns 0 with the lock held, or
+ * -EBUSY. TW_LOCK_NONE does no atomics: its re-entry is caught by
+ * drive_refused alone. */
+static int begin_drive(tw_wheel *w)
+{
+    if (w->lock_kind != TW_LOCK_NONE) {
+        unsigned expected = 0;
+        if (!spin_claim(&w->drive_claim, &expected, 1u))
+            return -EBUSY;
+    }
+    acquire(w, 1);
+    if (drive_refused(w)) {
+        unlock(w);
+        end_drive_claim(w);
+        return -EBUSY;
+    }
+    return 0;
+}
+
+static void end_drive_claim(tw_wheel *w)
+{
+    if (w->lock_kind != TW_LOCK_NONE)
+        spin_store_release(&w->drive_claim, 0u);
 }
 
 static uint64_t read_clock(const tw_wheel *w)
@@ -1176,25 +1217,26 @@ static uint64_t next_expiry_locked(const tw_wheel *w)
 
 /* ==== locking ===========================================================
  * One lock per wheel, chosen at creation; every kind serves the driver
- * first. A driver that has to wait raises `driver_waiting`, and other
- * threads do not take the lock while it is up, so a stream of producers
- * can never starve the thread that fires timers. TW_LOCK_NONE does nothing
+ * first, so a stream of producers can never starve the thread that fires
+ * timers: a driver that has to wait raises `driver_waiting`, and other
+ * threads do not take a free lock while it is up. TW_LOCK_NONE does nothing
  * at all, not even an atomic operation.
  *
- * TW_LOCK_ADAPTIVE (the default) spins for about a critical section's
- * length, then sleeps in the kernel until the holder hands the lock back.
- * Sleeping is what survives more threads than cores: a waiter never burns
- * the time slice that a preempted holder needs to finish. Lock word: 0 free,
- * 1 held, 2 held and a thread may be asleep on it (unlock must wake one).
- * While the driver waits, an unlock wakes every sleeper so the driver is
- * among them; producers that wake then sleep on `driver_waiting` (value 2:
- * someone sleeps there) until the driver has the lock.
+ * TW_LOCK_ADAPTIVE (the default) sleeps in the kernel (a futex on Linux)
+ * as soon as the lock is taken, as glibc's mutex does: a waiter never burns
+ * the time slice that a preempted holder needs to finish, which is what
+ * survives more threads than cores. Lock word: 0 free, 1 held, 2 held and
+ * a thread may be asleep on it (so unlock wakes one). The driver spins a
+ * little first, then sleeps on `driver_waiting` itself: 1 waiting, 2 asleep,
+ * 3 handed over. An unlock that finds the driver asleep hands the lock
+ * straight to it, so producers cannot take it in between.
  *
  * TW_LOCK_SPIN is test-and-test-and-set: pause, then yield, then nap. It
  * is cheapest when threads never outnumber cores and collapses when they
  * do (a waiter's nap or a preempted holder stalls everyone). */
 
-#define ADAPTIVE_SPINS 100 /* pauses before sleeping: ~ one critical section */
+#define DRIVER_SPINS 64 /* pauses before the driver sleeps */
+enum { DRIVER_AWAKE = 1, DRIVER_ASLEEP = 2, DRIVER_HANDED = 3 };
 
 static void cpu_pause(void)
 {
@@ -1260,48 +1302,80 @@ static COLD void spin_wait(tw_wheel *w, int driver)
         spin_store(&w->driver_waiting, 0u);
 }
 
-static int adaptive_try(tw_wheel *w)
+static int adaptive_try(tw_wheel *w, unsigned value)
 {
     unsigned expected = 0;
-    return spin_claim(&w->locked, &expected, 1u);
+    return spin_claim(&w->locked, &expected, value);
 }
 
-static COLD void adaptive_wait(tw_wheel *w, int driver)
+/* A producer: never takes a free lock while the driver waits for it. */
+static COLD void adaptive_wait(tw_wheel *w)
 {
-    unsigned spins;
-    if (driver)
-        spin_exchange(&w->driver_waiting, 1u); /* ordered before our claim */
-    for (spins = 0; spins < ADAPTIVE_SPINS; spins++) {
-        cpu_pause();
-        if ((driver || !spin_load(&w->driver_waiting)) &&
-            !spin_load(&w->locked) && adaptive_try(w))
+    for (;;) {
+        unsigned held = spin_load(&w->locked);
+        if (held == 0) {
+            /* "2": we may have slept, so others may sleep too */
+            if (!spin_load(&w->driver_waiting) && adaptive_try(w, 2u))
+                return;
+            sched_yield(); /* the driver is about to take it */
+            continue;
+        }
+        if (held == 2 || spin_claim(&w->locked, &held, 2u) || held == 2)
+            park(&w->locked, 2u);
+    }
+}
+
+/* The driver: spins a little, then sleeps until an unlock hands it the
+ * lock. Dekker's pattern keeps the hand-over from being missed: the driver
+ * says "asleep" and then looks at the lock; an unlock frees the lock and
+ * then looks for a sleeping driver (all sequentially consistent), so at
+ * least one of them sees the other. */
+static COLD void adaptive_wait_driver(tw_wheel *w)
+{
+    unsigned spins, state;
+    spin_store_sc(&w->driver_waiting, DRIVER_AWAKE);
+    for (spins = 0; spins < DRIVER_SPINS; spins++) {
+        if (!spin_load(&w->locked) && adaptive_try(w, 1u))
             goto acquired;
+        cpu_pause();
     }
     for (;;) {
-        if (!driver) {
-            unsigned flag = spin_load(&w->driver_waiting);
-            if (flag) {
-                if (flag == 2 || spin_claim(&w->driver_waiting, &flag, 2u) ||
-                    flag == 2)
-                    park(&w->driver_waiting, 2u);
-                continue;
-            }
-        }
-        /* Claimed as "held, maybe sleepers": we cannot know we were the
-         * last one asleep, so our unlock wakes one more, to be safe. */
-        if (spin_exchange(&w->locked, 2u) == 0)
+        state = DRIVER_AWAKE;
+        spin_claim_sc(&w->driver_waiting, &state, DRIVER_ASLEEP);
+        if (state == DRIVER_HANDED)
             goto acquired;
-        park(&w->locked, 2u);
+        if (spin_load_sc(&w->locked) == 0) {
+            state = DRIVER_ASLEEP;
+            if (!spin_claim_sc(&w->driver_waiting, &state, DRIVER_AWAKE))
+                goto acquired; /* handed over meanwhile */
+            if (adaptive_try(w, 1u))
+                goto acquired;
+            continue;
+        }
+        park(&w->driver_waiting, DRIVER_ASLEEP);
     }
 acquired:
-    if (driver && spin_exchange(&w->driver_waiting, 0u) == 2)
-        unpark(&w->driver_waiting, INT_MAX);
+    spin_store(&w->driver_waiting, 0u);
 }
 
-static COLD void adaptive_wake(tw_wheel *w)
+/* Frees the adaptive lock, then, if the driver sleeps, takes it back and
+ * hands it over (when someone else got it first, their unlock does). A
+ * freed lock that may have sleepers wakes one, as glibc's mutex does. */
+static void adaptive_release(tw_wheel *w)
 {
-    /* the driver may be asleep among producers: wake them all */
-    unpark(&w->locked, spin_load(&w->driver_waiting) ? INT_MAX : 1);
+    unsigned held = spin_exchange_sc(&w->locked, 0u);
+    while (spin_load_sc(&w->driver_waiting) == DRIVER_ASLEEP) {
+        unsigned expected = 0, state = DRIVER_ASLEEP;
+        if (!spin_claim_sc(&w->locked, &expected, held))
+            break;
+        if (spin_claim_sc(&w->driver_waiting, &state, DRIVER_HANDED)) {
+            unpark(&w->driver_waiting, 1);
+            return;
+        }
+        held = spin_exchange_sc(&w->locked, 0u); /* it woke by itself */
+    }
+    if (held == 2)
+        unpark(&w->locked, 1);
 }
 
 /* `driver`: the driving thread retaking the lock between callbacks, which
@@ -1310,8 +1384,12 @@ static COLD void adaptive_wake(tw_wheel *w)
 static HOT_INLINE void acquire(tw_wheel *w, int driver)
 {
     if (w->lock_kind == TW_LOCK_ADAPTIVE) {
-        if (!((driver || !spin_load(&w->driver_waiting)) && adaptive_try(w)))
-            adaptive_wait(w, driver);
+        if (!((driver || !spin_load(&w->driver_waiting)) && adaptive_try(w, 1u))) {
+            if (driver)
+                adaptive_wait_driver(w);
+            else
+                adaptive_wait(w);
+        }
     } else if (w->lock_kind == TW_LOCK_SPIN) {
         if (!((driver || !spin_load(&w->driver_waiting)) && spin_try(w)))
             spin_wait(w, driver);
@@ -1328,8 +1406,7 @@ static HOT_INLINE void lock(tw_wheel *w)
 static HOT_INLINE void unlock(tw_wheel *w)
 {
     if (w->lock_kind == TW_LOCK_ADAPTIVE) {
-        if (spin_exchange(&w->locked, 0u) == 2)
-            adaptive_wake(w);
+        adaptive_release(w);
     } else if (w->lock_kind == TW_LOCK_SPIN) {
         spin_store_release(&w->locked, 0u);
     } else if (w->lock_kind == TW_LOCK_MUTEX) {
@@ -1437,6 +1514,7 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     w->lock_kind = c.lock;
     spin_init(&w->locked);
     spin_init(&w->driver_waiting);
+    spin_init(&w->drive_claim);
     error = init_thread_state(w);
     if (!error && c.lock == TW_LOCK_MUTEX) {
         error = pthread_mutex_init(&w->mutex, NULL);
@@ -1675,11 +1753,8 @@ static int64_t expire(tw_wheel *w, int timer_thread)
     /* Claim the driver role first, then read the clock unlocked (a clock_fn
      * may be slow): a reading taken before another driver's newer one would
      * look like the clock going backwards. */
-    lock(w);
-    if (drive_refused(w)) {
-        unlock(w);
+    if (begin_drive(w))
         return -EBUSY;
-    }
     w->driving = 1;
     w->timer_thread_driving = timer_thread;
     w->driver = pthread_self();
@@ -1692,6 +1767,7 @@ static int64_t expire(tw_wheel *w, int timer_thread)
         w->rebases++;
         w->driving = w->timer_thread_driving = 0;
         unlock(w);
+        end_drive_claim(w);
         return 0;
     }
     w->last_clock_us = clock;
@@ -1699,6 +1775,7 @@ static int64_t expire(tw_wheel *w, int timer_thread)
     if (elapsed > TW_MAX_TICK - w->base_tick) {
         w->driving = w->timer_thread_driving = 0;
         unlock(w);
+        end_drive_claim(w);
         return -ERANGE;
     }
     target = w->base_tick + elapsed;
@@ -1716,13 +1793,11 @@ TW_EXPORT int64_t tw_advance(tw_wheel *w, uint64_t ticks)
 {
     if (!w)
         return -EINVAL;
-    lock(w);
-    if (drive_refused(w)) {
-        unlock(w);
+    if (begin_drive(w))
         return -EBUSY;
-    }
     if (ticks > TW_MAX_TICK - w->now) {
         unlock(w);
+        end_drive_claim(w);
         return -ERANGE;
     }
     return drive(w, w->now + ticks);

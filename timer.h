@@ -83,7 +83,9 @@ typedef void tw_release(void *user_data);
 typedef uint64_t tw_clock_fn(void *context);
 
 /* realloc-style allocator: (NULL, n) allocates, (p, n) resizes, (p, 0) frees
- * and returns NULL. Returning NULL for n > 0 is an allocation failure. */
+ * and returns NULL. Returning NULL for n > 0 is an allocation failure. It is
+ * called with the wheel's lock held: it must not call into that wheel (that
+ * would deadlock). */
 typedef void *tw_realloc_fn(void *pointer, size_t size, void *context);
 
 enum tw_lock_kind {
@@ -136,10 +138,50 @@ struct tw_stats {
     uint64_t rebases;         /* clock went backwards: reference re-based */
 };
 
+/* ---- re-entrancy ---------------------------------------------------------
+ * Callbacks and release hooks run with the wheel's lock released, so they
+ * may call any function of the same wheel. What each call does there
+ * ("works": as from plain code):
+ *
+ *                      in a         in a release hook run ...
+ *                      callback     by the driver  by tw_cancel   by
+ *                                   (one-shot end, from plain     tw_destroy
+ *                                   cancel in cb)  code
+ * add, add_periodic,   works        works          works          0, EBUSY
+ *   add_ex
+ * cancel (other id)    works        works          works          works [1]
+ * cancel (own id)      0 / 1 [2]    0              0              0
+ * reschedule (own id)  0 / 1 [2]    0              0              0
+ * reschedule (other)   works        works          works          0
+ * remaining (own id)   NEVER/next   TW_NEVER       TW_NEVER       TW_NEVER
+ * advance, expire      -EBUSY       -EBUSY         works          -EBUSY
+ * destroy              -EBUSY       -EBUSY         0, deferred[3] -EBUSY
+ * thread_start         works        works          works          -EBUSY
+ * thread_stop          works [4]    works [4]      works          0
+ * next_expiry, timeout_ms, now, count, tick_us, get_stats, check, and the
+ * functions that take no wheel work everywhere.
+ *
+ * [1] 1 for a timer that tw_destroy has not released yet (its hook then
+ *     runs once, from that cancel), else 0.
+ * [2] a one-shot's id died as its callback started: 0; periodic: 1.
+ * [3] the tw_cancel that ran the hook destroys the wheel when the hook
+ *     returns (pending timers released, none fired), then returns 1. The
+ *     wheel must not be used after either call.
+ * [4] -EDEADLK on the timer thread itself.
+ *
+ * From another thread while a callback or hook runs, every call works as
+ * from plain code, except: advance/expire -EBUSY while the wheel is driven;
+ * destroy -EBUSY while another thread drives with tw_advance/tw_expire or
+ * runs a release hook (while the timer thread drives, destroy stops it,
+ * waiting for the callback, and proceeds); add -EBUSY and reschedule 0
+ * during tw_destroy; cancel of a timer whose callback is running waits for
+ * it (see tw_cancel). The allocator hook is the exception to all of this:
+ * it runs with the lock held and must not call into the wheel. */
+
 /* ---- wheel lifetime ----------------------------------------------------- */
 
-/* Fills *config with the defaults (1 ms ticks, spinlock, CLOCK_MONOTONIC,
- * libc allocator, no cap, start tick 0). Thread-safe. */
+/* Fills *config with the defaults (1 ms ticks, TW_LOCK_ADAPTIVE,
+ * CLOCK_MONOTONIC, libc allocator, no cap, start tick 0). Thread-safe. */
 TW_EXPORT void tw_config_init(struct tw_config *config);
 
 /* Creates a wheel. config may be NULL for the defaults. Returns NULL with
@@ -149,11 +191,18 @@ TW_EXPORT void tw_config_init(struct tw_config *config);
  * state is shared between wheels. */
 TW_EXPORT tw_wheel *tw_create(const struct tw_config *config);
 
-/* Stops the timer thread if one runs (joining it), hands every pending
- * timer's user data to its release hook (callbacks never run), and frees the
- * wheel. Returns 0; 0 for NULL; -EBUSY (and does nothing) when called while
- * the wheel is being driven, for example from one of its own callbacks.
- * Calling it while another thread still uses the wheel is the caller's error. */
+/* Stops the timer thread if one runs (joining it, so a callback running on
+ * it finishes first), hands every pending timer's user data to its release
+ * hook (callbacks never run), and frees the wheel. Returns 0; 0 for NULL.
+ * Returns -EBUSY and touches nothing (the timer thread keeps running) when
+ * called from a callback or from a release hook run by the driver or by
+ * tw_destroy, while another thread drives the wheel with tw_advance() or
+ * tw_expire(), or while another thread runs one of its release hooks.
+ * From a release hook that tw_cancel() runs on this thread (outside any
+ * callback) it returns 0 and the destroy is deferred: that tw_cancel()
+ * finishes it as soon as the hook returns. See "re-entrancy" below.
+ * Any other use of the wheel by another thread during or after the call
+ * is the caller's error. */
 TW_EXPORT int tw_destroy(tw_wheel *wheel);
 
 /* ---- timers ------------------------------------------------------------- */
@@ -245,7 +294,8 @@ TW_EXPORT int32_t tw_timeout_ms(tw_wheel *wheel);
 /* Starts a dedicated thread that calls tw_expire() every period_us
  * microseconds (skynet: 2500); callbacks then run on that thread. Returns 0,
  * -EINVAL (NULL wheel, period_us 0, or a TW_LOCK_NONE wheel), -EBUSY (already
- * running) or a negative pthread error. Thread-safe. */
+ * running, or the wheel is being destroyed: a thread started then would
+ * outlive it) or a negative pthread error. Thread-safe. */
 TW_EXPORT int tw_thread_start(tw_wheel *wheel, uint32_t period_us);
 
 /* Stops the timer thread and joins it. Returns 0, also when no thread runs
