@@ -33,7 +33,9 @@
  *    included. Calling expire()/advance() of the same wheel from a callback
  *    throws std::system_error(EBUSY); destroying the wheel from a callback is
  *    the caller's error (the C library refuses and the facade then leaks the
- *    wheel rather than free it under the running driver).
+ *    wheel rather than free it under the running driver). A closure may hold
+ *    the last reference to its wheel: when cancel() from plain code releases
+ *    it, tw_cancel() destroys the wheel once the closure is gone.
  */
 #ifndef TW_TIMER_HPP
 #define TW_TIMER_HPP
@@ -641,8 +643,10 @@ private:
         tw_wheel *const outer = std::exchange(detail::destroying(), w_);
         const int r = tw_destroy(w_);
         detail::destroying() = outer;
-        /* -EBUSY: destroyed from its own callback, the caller's error. The C
-         * library refused; leaking beats freeing under the running driver. */
+        /* 0 also when deferred (from a closure released by tw_cancel: that
+         * call finishes the destroy). -EBUSY: destroyed from its own
+         * callback, the caller's error. The C library refused; leaking beats
+         * freeing under the running driver. */
         static_cast<void>(r);
         w_ = nullptr;
     }
