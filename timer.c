@@ -217,6 +217,8 @@ struct tw_wheel {
     unsigned due_list;    /* the due list collecting timers for next time */
     unsigned dispatching; /* list being dispatched, or LIST_NONE */
     uint32_t running;     /* node whose callback is running, or NIL */
+    uint32_t cancel_waiters; /* tw_cancel calls waiting for that callback */
+    spin_word callbacks_done; /* bumped for them when a callback is settled */
     uint64_t running_due; /* the tick that node was due at */
     int driving;      /* inside tw_advance/tw_expire */
     int timer_thread_driving; /* ... called by the timer thread */
@@ -1026,6 +1028,16 @@ static void cascade(tw_wheel *w)
  * is never freed while its callback runs: whatever happened to it meanwhile
  * is settled when the callback returns. */
 
+static void park(spin_word *word, unsigned value);
+static void unpark(spin_word *word, int count);
+
+/* Lock held; the tw_cancel calls waiting for the callback just settled. */
+static COLD void wake_cancel_waiters(tw_wheel *w)
+{
+    spin_store_release(&w->callbacks_done, spin_load(&w->callbacks_done) + 1u);
+    unpark(&w->callbacks_done, INT_MAX);
+}
+
 /* Frees a node and hands its user data back, lock released for the hook.
  * Returns 1 when the hook called tw_destroy and the caller (tw_cancel) must
  * now finish destroying the wheel. */
@@ -1092,6 +1104,8 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
             finish_node(w, index); /* one-shot done, or cancelled meanwhile */
         }
         w->running = NIL;
+        if (w->cancel_waiters) /* they sleep until this callback is done */
+            wake_cancel_waiters(w);
     }
     w->dispatching = LIST_NONE;
     return ran;
@@ -1216,27 +1230,28 @@ static uint64_t next_expiry_locked(const tw_wheel *w)
 }
 
 /* ==== locking ===========================================================
- * One lock per wheel, chosen at creation; every kind serves the driver
- * first, so a stream of producers can never starve the thread that fires
- * timers: a driver that has to wait raises `driver_waiting`, and other
- * threads do not take a free lock while it is up. TW_LOCK_NONE does nothing
- * at all, not even an atomic operation.
+ * One lock per wheel, chosen at creation. TW_LOCK_NONE does nothing at all,
+ * not even an atomic operation.
  *
- * TW_LOCK_ADAPTIVE (the default) sleeps in the kernel (a futex on Linux)
- * as soon as the lock is taken, as glibc's mutex does: a waiter never burns
- * the time slice that a preempted holder needs to finish, which is what
- * survives more threads than cores. Lock word: 0 free, 1 held, 2 held and
- * a thread may be asleep on it (so unlock wakes one). The driver spins a
- * little first, then sleeps on `driver_waiting` itself: 1 waiting, 2 asleep,
- * 3 handed over. An unlock that finds the driver asleep hands the lock
- * straight to it, so producers cannot take it in between.
+ * TW_LOCK_ADAPTIVE (the default) puts a producer that finds the lock taken
+ * to sleep in the kernel at once (a futex on Linux), as glibc's mutex does:
+ * a waiter never burns the time slice that a preempted holder needs, which
+ * is what survives more threads than cores. Lock word: 0 free, 1 held, 2
+ * held and a thread may sleep on it (unlock wakes one). The driver is
+ * served first without ever reserving the lock for a sleeping thread: it
+ * spins a little, then sleeps on its own word, `driver_waiting`, and an
+ * unlock wakes it ahead of any producer. Producers still take a free lock:
+ * standing back for a driver that is preempted leaves the lock idle, and
+ * handing the lock to a thread that is asleep leaves it idle until that
+ * thread gets a core; on a loaded machine either one collapses.
  *
- * TW_LOCK_SPIN is test-and-test-and-set: pause, then yield, then nap. It
- * is cheapest when threads never outnumber cores and collapses when they
- * do (a waiter's nap or a preempted holder stalls everyone). */
+ * TW_LOCK_SPIN is test-and-test-and-set: pause, then yield, then nap, with
+ * producers standing back while the driver waits. It is cheapest when
+ * threads never outnumber cores and starves the driver when they do.
+ * TW_LOCK_MUTEX is a pthread mutex: no priority for the driver. */
 
 #define DRIVER_SPINS 64 /* pauses before the driver sleeps */
-enum { DRIVER_AWAKE = 1, DRIVER_ASLEEP = 2, DRIVER_HANDED = 3 };
+#define DRIVER_ASLEEP 1u /* in driver_waiting, for the adaptive lock */
 
 static void cpu_pause(void)
 {
@@ -1308,73 +1323,59 @@ static int adaptive_try(tw_wheel *w, unsigned value)
     return spin_claim(&w->locked, &expected, value);
 }
 
-/* A producer: never takes a free lock while the driver waits for it. */
+/* A producer sleeps as soon as the lock is taken. It may take a free lock
+ * even while the driver waits: standing back would leave the lock idle
+ * whenever the waiting driver is preempted, the collapse of the spinlock.
+ * The driver's priority comes from the hand-over instead. */
 static COLD void adaptive_wait(tw_wheel *w)
 {
     for (;;) {
         unsigned held = spin_load(&w->locked);
-        if (held == 0) {
-            /* "2": we may have slept, so others may sleep too */
-            if (!spin_load(&w->driver_waiting) && adaptive_try(w, 2u))
-                return;
-            sched_yield(); /* the driver is about to take it */
-            continue;
-        }
-        if (held == 2 || spin_claim(&w->locked, &held, 2u) || held == 2)
+        /* claimed as "2": we may have slept, so others may sleep too */
+        if (held == 0 && adaptive_try(w, 2u))
+            return;
+        if (held == 2 || (held == 1 && spin_claim(&w->locked, &held, 2u)) ||
+            held == 2)
             park(&w->locked, 2u);
     }
 }
 
-/* The driver: spins a little, then sleeps until an unlock hands it the
- * lock. Dekker's pattern keeps the hand-over from being missed: the driver
- * says "asleep" and then looks at the lock; an unlock frees the lock and
- * then looks for a sleeping driver (all sequentially consistent), so at
- * least one of them sees the other. */
+/* The driver: spins a little, then sleeps until an unlock wakes it, and
+ * spins again. Dekker's pattern keeps that wake-up from being missed: the
+ * driver says "asleep" and then looks at the lock; an unlock frees the lock
+ * and then looks for a sleeping driver (all sequentially consistent), so at
+ * least one of them sees the other. Once woken it claims the lock as "2",
+ * since producers it was preferred to may still be asleep. */
 static COLD void adaptive_wait_driver(tw_wheel *w)
 {
-    unsigned spins, state;
-    spin_store_sc(&w->driver_waiting, DRIVER_AWAKE);
-    for (spins = 0; spins < DRIVER_SPINS; spins++) {
-        if (!spin_load(&w->locked) && adaptive_try(w, 1u))
-            goto acquired;
-        cpu_pause();
-    }
+    unsigned spins, value = 1u, state;
     for (;;) {
-        state = DRIVER_AWAKE;
-        spin_claim_sc(&w->driver_waiting, &state, DRIVER_ASLEEP);
-        if (state == DRIVER_HANDED)
-            goto acquired;
-        if (spin_load_sc(&w->locked) == 0) {
-            state = DRIVER_ASLEEP;
-            if (!spin_claim_sc(&w->driver_waiting, &state, DRIVER_AWAKE))
-                goto acquired; /* handed over meanwhile */
-            if (adaptive_try(w, 1u))
-                goto acquired;
-            continue;
+        for (spins = 0; spins < DRIVER_SPINS; spins++) {
+            if (!spin_load(&w->locked) && adaptive_try(w, value))
+                return;
+            cpu_pause();
         }
-        park(&w->driver_waiting, DRIVER_ASLEEP);
+        value = 2u;
+        spin_store_sc(&w->driver_waiting, DRIVER_ASLEEP);
+        if (spin_load_sc(&w->locked) != 0)
+            park(&w->driver_waiting, DRIVER_ASLEEP);
+        state = DRIVER_ASLEEP; /* woken, timed out, or never slept */
+        spin_claim_sc(&w->driver_waiting, &state, 0u);
     }
-acquired:
-    spin_store(&w->driver_waiting, 0u);
 }
 
-/* Frees the adaptive lock, then, if the driver sleeps, takes it back and
- * hands it over (when someone else got it first, their unlock does). A
- * freed lock that may have sleepers wakes one, as glibc's mutex does. */
+/* Frees the adaptive lock and wakes one sleeper: the driver when it sleeps
+ * (preferred to producers), else a producer when one may sleep. The lock
+ * is never handed to a sleeping thread: with more threads than cores a
+ * woken thread may wait a whole time slice for a core, and a lock reserved
+ * for it would stand idle all that time (a ticket lock's collapse). */
 static void adaptive_release(tw_wheel *w)
 {
-    unsigned held = spin_exchange_sc(&w->locked, 0u);
-    while (spin_load_sc(&w->driver_waiting) == DRIVER_ASLEEP) {
-        unsigned expected = 0, state = DRIVER_ASLEEP;
-        if (!spin_claim_sc(&w->locked, &expected, held))
-            break;
-        if (spin_claim_sc(&w->driver_waiting, &state, DRIVER_HANDED)) {
-            unpark(&w->driver_waiting, 1);
-            return;
-        }
-        held = spin_exchange_sc(&w->locked, 0u); /* it woke by itself */
-    }
-    if (held == 2)
+    unsigned held = spin_exchange_sc(&w->locked, 0u), state = DRIVER_ASLEEP;
+    if (spin_load_sc(&w->driver_waiting) == DRIVER_ASLEEP &&
+        spin_claim_sc(&w->driver_waiting, &state, 0u))
+        unpark(&w->driver_waiting, 1);
+    else if (held == 2)
         unpark(&w->locked, 1);
 }
 
@@ -1384,7 +1385,7 @@ static void adaptive_release(tw_wheel *w)
 static HOT_INLINE void acquire(tw_wheel *w, int driver)
 {
     if (w->lock_kind == TW_LOCK_ADAPTIVE) {
-        if (!((driver || !spin_load(&w->driver_waiting)) && adaptive_try(w, 1u))) {
+        if (!adaptive_try(w, 1u)) {
             if (driver)
                 adaptive_wait_driver(w);
             else
@@ -1515,6 +1516,7 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     spin_init(&w->locked);
     spin_init(&w->driver_waiting);
     spin_init(&w->drive_claim);
+    spin_init(&w->callbacks_done);
     error = init_thread_state(w);
     if (!error && c.lock == TW_LOCK_MUTEX) {
         error = pthread_mutex_init(&w->mutex, NULL);
@@ -1678,13 +1680,18 @@ TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
         cancelled = 1;
     }
     /* Its callback is running on the driver: wait for it (and its release)
-     * to finish, unless this is that callback calling. */
+     * to finish, unless this is that callback calling. Asleep, not polling
+     * the lock: a waiter that keeps retaking the lock can keep the driver
+     * from ever finishing the callback on a busy machine. */
     if (n && w->lock_kind != TW_LOCK_NONE && !on_driver_thread(w)) {
         uint32_t generation = n->generation;
         while (w->running == index && node_at(w, index)->generation == generation) {
+            unsigned seen = spin_load(&w->callbacks_done);
+            w->cancel_waiters++;
             unlock(w);
-            sched_yield();
+            park(&w->callbacks_done, seen);
             lock(w);
+            w->cancel_waiters--;
         }
     }
     unlock(w);

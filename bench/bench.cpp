@@ -25,7 +25,9 @@
 #include <vector>
 
 #include <malloc.h>
+#include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_alloc.h"
@@ -164,6 +166,7 @@ struct options {
     std::string csv;
     std::vector<std::string> only;
     bool contended = true;
+    std::vector<int> hogs{0, 2, 4}; // busy processes beside the contended runs
     bool single = true; // the single-threaded workloads
     bool idle = true;
     size_t hb_cap = 0;           // heartbeat ops per run (cap)
@@ -603,6 +606,70 @@ mt_result run_contended(double seconds, Setup setup, Work work, Tick tick)
                      ticks, mt_fired.load()};
 }
 
+// The lock a wheel gets when its config says nothing: the headline rows.
+int default_lock()
+{
+    struct tw_config c;
+    tw_config_init(&c);
+    return c.lock;
+}
+
+const char *lock_name(int lock)
+{
+    switch (lock) {
+    case TW_LOCK_SPIN: return "TW_LOCK_SPIN";
+    case TW_LOCK_MUTEX: return "TW_LOCK_MUTEX";
+    case TW_LOCK_NONE: return "TW_LOCK_NONE";
+    case TW_LOCK_ADAPTIVE: return "TW_LOCK_ADAPTIVE";
+    default: return "unknown lock";
+    }
+}
+
+// Busy processes at normal priority, beside a contended run: the machine a
+// server shares with other work. Each spins on arithmetic until killed, and
+// dies with the bench if the bench dies first.
+class hog_group {
+public:
+    explicit hog_group(int count)
+    {
+        const pid_t parent = getpid();
+        for (int i = 0; i < count; i++) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (getppid() != parent) // the bench died before prctl
+                    _exit(0);
+                volatile uint64_t x = 1;
+                for (;;)
+                    x = x * 6364136223846793005u + 1442695040888963407u;
+            }
+            if (pid < 0)
+                die("fork for a hog failed: %s", std::strerror(errno));
+            pids_.push_back(pid);
+        }
+    }
+    hog_group(const hog_group &) = delete;
+    hog_group &operator=(const hog_group &) = delete;
+    ~hog_group()
+    {
+        for (pid_t pid : pids_)
+            kill(pid, SIGKILL);
+        for (pid_t pid : pids_)
+            waitpid(pid, nullptr, 0);
+    }
+
+private:
+    std::vector<pid_t> pids_;
+};
+
+// The workload's name for a hog count: "contended" quiet (as before hogs
+// existed), "contended_hog2" with two.
+std::string contended_workload(int hogs, const char *suffix = "")
+{
+    std::string w = hogs ? "contended_hog" + std::to_string(hogs) : "contended";
+    return w + suffix;
+}
+
 mt_result contended_twheel(int lock, size_t n, double seconds)
 {
     struct tw_config c;
@@ -830,27 +897,49 @@ void print_tables(const options &opt, const std::vector<std::string> &structs)
     }
 
     if (opt.contended) {
-        std::printf("\ncontended: %d threads cancel+add (ring of N/%d timers each) "
-                    "while one thread advances a tick every ~20 us; ns per "
-                    "operation (wall time / all operations)\n", WORKERS, WORKERS);
-        std::printf("%-22s", "structure");
-        for (size_t n : opt.ns)
-            std::printf("%11s", ("N=" + fmt_n(n)).c_str());
-        std::printf("\n");
-        const char *mts[] = {"twheel", "twheel-mutex", "skynet"};
-        for (const char *s : mts) {
-            std::printf("%-22s", s);
-            for (size_t n : opt.ns) {
-                double v;
-                std::printf("%11s", median_of(s, n, "contended", &v) ? fmt_v(v).c_str() : "-");
-            }
-            std::printf("\n");
-        }
-        for (const char *s : {"twheel", "twheel-mutex"}) {
-            std::string label = std::string(s) + " / skynet";
-            std::printf("%-22s", label.c_str());
+        static const char *const mts[] = {"twheel", "twheel-spin", "twheel-mutex", "skynet"};
+        for (int hogs : opt.hogs) {
+            const std::string w = contended_workload(hogs);
+            const std::string ticks = contended_workload(hogs, "_ticks");
+            std::printf("\ncontended, %s: %d threads cancel+add (ring of N/%d timers "
+                        "each) while one thread advances a tick every ~20 us; ns per "
+                        "operation (wall time / all operations), median [worst "
+                        "repetition]; ticks/s: the driver's ticks per second, median\n",
+                        hogs ? (std::to_string(hogs) + " busy processes beside it").c_str()
+                             : "quiet",
+                        WORKERS, WORKERS);
+            std::printf("%-22s", "structure");
             for (size_t n : opt.ns)
-                std::printf("%11s", fmt_ratio(s, "skynet", n, "contended").c_str());
+                std::printf("%20s%10s", ("N=" + fmt_n(n)).c_str(), "ticks/s");
+            std::printf("\n");
+            for (const char *s : mts) {
+                std::printf("%-22s", s);
+                for (size_t n : opt.ns) {
+                    double v, lo, hi, t;
+                    std::string cell = "-", tick = "-";
+                    if (median_of(s, n, w, &v, &lo, &hi))
+                        cell = fmt_v(v) + " [" + fmt_v(hi) + "]";
+                    if (median_of(s, n, ticks, &t))
+                        tick = std::to_string((long long)t);
+                    std::printf("%20s%10s", cell.c_str(), tick.c_str());
+                }
+                std::printf("\n");
+            }
+            for (const char *b : {"twheel-mutex", "skynet"}) {
+                std::string label = std::string("twheel / ") + b;
+                std::printf("%-22s", label.c_str());
+                for (size_t n : opt.ns)
+                    std::printf("%20s%10s", fmt_ratio("twheel", b, n, w.c_str()).c_str(), "");
+                std::printf("\n");
+            }
+            std::printf("%-22s", "twheel worst / median");
+            for (size_t n : opt.ns) {
+                double v, lo, hi;
+                char buf[32] = "-";
+                if (median_of("twheel", n, w, &v, &lo, &hi) && v > 0)
+                    std::snprintf(buf, sizeof buf, "%.2fx", hi / v);
+                std::printf("%20s%10s", buf, "");
+            }
             std::printf("\n");
         }
     }
@@ -882,8 +971,9 @@ void print_targets(const options &opt)
         {"<= 48 bytes per live timer", "bytes_per_timer", nullptr, 48},
     };
     std::printf("\ntargets (issue 7) at N = %s%s, twheel in its default "
-                "configuration (TW_LOCK_SPIN)\n", fmt_n(n).c_str(),
-                n == 1000000 ? "" : " (the targets are stated for N = 1M)");
+                "configuration (%s)\n", fmt_n(n).c_str(),
+                n == 1000000 ? "" : " (the targets are stated for N = 1M)",
+                lock_name(default_lock()));
     for (auto &t : ts) {
         size_t nn = std::strncmp(t.workload, "idle", 4) == 0 ? 0 : n;
         double a, b;
@@ -907,6 +997,8 @@ const char *unit_of(const std::string &w)
         return "us";
     if (w == "expire")
         return "ns/fired";
+    if (w.size() > 6 && w.compare(w.size() - 6, 6, "_ticks") == 0)
+        return "ticks/s";
     return "ns/op";
 }
 
@@ -960,13 +1052,15 @@ void usage(FILE *f)
     std::fprintf(f,
         "usage: twheel_bench [--quick] [--csv PATH] [--n N,N,...] [--reps K]\n"
         "                    [--only NAME,...] [--no-contended] [--no-idle]\n"
-        "                    [--contended-only]\n"
+        "                    [--contended-only] [--hog K,K,...]\n"
         "  --quick          N = 10k and 1M, fewer repetitions (< 30 s on 2 cores)\n"
         "  --csv PATH       CSV output (default: results.csv beside the program)\n"
         "  --n LIST         timer counts, e.g. 10000,1000000 (default 10k,1M,10M)\n"
         "  --reps K         repetitions per figure (default 7 / 5 / 1 by N)\n"
         "  --only LIST      structures to run (prefixes): twheel, twheel-none,\n"
-        "                   heap_binary, heap_quad, tree_map, skynet\n");
+        "                   heap_binary, heap_quad, tree_map, skynet\n"
+        "  --hog LIST       busy processes beside the contended runs, one run\n"
+        "                   per entry (default 0,2,4; 0 = quiet)\n");
 }
 
 std::vector<std::string> split(const char *s)
@@ -1029,6 +1123,18 @@ int main(int argc, char **argv)
             opt.idle = false;
         else if (a == "--contended-only")
             opt.single = opt.idle = false;
+        else if (a == "--hog") {
+            opt.hogs.clear();
+            for (auto &x : split(value())) {
+                char *end = nullptr;
+                long k = std::strtol(x.c_str(), &end, 10);
+                if (!end || *end || k < 0 || k > 64)
+                    die("bad hog count '%s' (0 .. 64)", x.c_str());
+                opt.hogs.push_back((int)k);
+            }
+            if (opt.hogs.empty())
+                die("--hog needs at least one count");
+        }
         else if (a == "-h" || a == "--help") {
             usage(stdout);
             return 0;
@@ -1048,7 +1154,7 @@ int main(int argc, char **argv)
     setup_malloc();
     progress.start = now_ns();
 
-    twheel_s tw_spin("twheel", TW_LOCK_SPIN), tw_none("twheel-none", TW_LOCK_NONE);
+    twheel_s tw_default("twheel", default_lock()), tw_none("twheel-none", TW_LOCK_NONE);
     heap_binary_s hb;
     heap_quad_s hq;
     tree_map_s tm;
@@ -1063,7 +1169,7 @@ int main(int argc, char **argv)
 
     // every structure, one call: keeps the six instantiations in one place
     auto for_each = [&](auto &&f) {
-        if (opt.wants("twheel") && opt.wants(tw_spin.name)) f(tw_spin);
+        if (opt.wants("twheel") && opt.wants(tw_default.name)) f(tw_default);
         if (opt.wants(tw_none.name)) f(tw_none);
         if (opt.wants(hb.name)) f(hb);
         if (opt.wants(hq.name)) f(hq);
@@ -1074,7 +1180,7 @@ int main(int argc, char **argv)
     progress.total = 0;
     for (size_t n : opt.ns)
         progress.total += (opt.single ? opt.reps(n) * (int)structs.size() : 0) +
-                          (opt.contended ? 3 : 0);
+                          (opt.contended ? (int)opt.hogs.size() : 0);
     progress.total += opt.idle ? (int)structs.size() : 0;
 
     std::printf("twheel_bench: %s run, N = ", opt.quick ? "quick" : "full");
@@ -1116,26 +1222,37 @@ int main(int argc, char **argv)
                 settle_malloc();
                 progress.done++;
             });
-        if (opt.contended) {
-            for (int rep = 0; rep < reps; rep++) {
+        // Contended: per hog count, the hogs run for the whole block and the
+        // repetitions are interleaved across structures.
+        for (int hogs : opt.contended ? opt.hogs : std::vector<int>{}) {
+            const std::string w = contended_workload(hogs);
+            const std::string ticks = contended_workload(hogs, "_ticks");
+            const double secs = opt.contended_seconds;
+            const int mt_reps = std::max(reps, opt.quick ? 3 : 5);
+            hog_group load(hogs);
+            // Threads other than main allocate from glibc's per-thread
+            // arenas, which settle_malloc() does not reach: malloc_trim
+            // consolidates them all, so no run inherits another's free lists
+            // (skynet leaves millions of freed nodes behind; a wheel whose
+            // next allocation consolidated them stalled every thread for
+            // milliseconds while holding its lock).
+            auto one = [&](const char *name, mt_result r) {
+                record(name, n, w, r.ns_per_op);
+                record(name, n, ticks, (double)r.ticks / secs);
+                malloc_trim(0);
+                settle_malloc();
+            };
+            for (int rep = 0; rep < mt_reps; rep++) {
+                progress.step(w.c_str(), "twheel and skynet", n, rep, mt_reps);
                 if (opt.wants("twheel")) {
-                    progress.step("contended", "twheel (spin)", n, rep, reps);
-                    record("twheel", n, "contended",
-                           contended_twheel(TW_LOCK_SPIN, n, opt.contended_seconds).ns_per_op);
-                    settle_malloc();
-                    progress.step("contended", "twheel (mutex)", n, rep, reps);
-                    record("twheel-mutex", n, "contended",
-                           contended_twheel(TW_LOCK_MUTEX, n, opt.contended_seconds).ns_per_op);
-                    settle_malloc();
+                    one("twheel", contended_twheel(default_lock(), n, secs));
+                    one("twheel-spin", contended_twheel(TW_LOCK_SPIN, n, secs));
+                    one("twheel-mutex", contended_twheel(TW_LOCK_MUTEX, n, secs));
                 }
-                if (opt.wants("skynet")) {
-                    progress.step("contended", "skynet", n, rep, reps);
-                    record("skynet", n, "contended",
-                           contended_skynet(n, opt.contended_seconds).ns_per_op);
-                    settle_malloc();
-                }
+                if (opt.wants("skynet"))
+                    one("skynet", contended_skynet(n, secs));
             }
-            progress.done += 3;
+            progress.done++;
         }
     }
 

@@ -16,7 +16,7 @@ set datafile separator whitespace
 rows(s, w) = sprintf("< awk -F, '$1==\"%s\" && $3==\"%s\" && $2>0 {print $2, $5}' '%s' | sort -n", s, w, csv)
 
 all = "twheel twheel-none heap_binary heap_quad tree_map skynet"
-mt = "twheel twheel-mutex skynet"
+mt = "twheel twheel-spin twheel-mutex skynet"
 color(s) = s eq "twheel" ? 1 : s eq "twheel-none" ? 2 : s eq "heap_binary" ? 3 : \
            s eq "heap_quad" ? 4 : s eq "tree_map" ? 5 : s eq "skynet" ? 6 : 7
 width(s) = s eq "twheel" ? 3 : 1.5
@@ -51,6 +51,6 @@ do for [i = 1:words(names)] {
     list = (w eq "contended") ? mt : all
     plot for [j = 1:words(list)] rows(word(list, j), w) using 1:2 \
         with linespoints ls color(word(list, j)) lw width(word(list, j)) \
-        title (word(list, j) eq "twheel" && w eq "contended" ? "twheel (spin)" : word(list, j))
+        title word(list, j)
 }
 unset multiplot
