@@ -1155,10 +1155,10 @@ static int drive_refused(const tw_wheel *w)
 }
 
 /* Takes the lock to start driving. The claim, taken before the lock, makes
- * this thread the one the lock serves first (its hand-over protocol needs
- * a single such thread); a thread that cannot claim is a second driver or
- * a callback re-entering, and is refused. Returns 0 with the lock held, or
- * -EBUSY. TW_LOCK_NONE does no atomics: its re-entry is caught by
+ * this thread the one the lock serves first (the driver's wake-up word and
+ * flag serve a single thread); a thread that cannot claim is a second
+ * driver or a callback re-entering, and is refused. Returns 0 with the lock
+ * held, or -EBUSY. TW_LOCK_NONE does no atomics: its re-entry is caught by
  * drive_refused alone. */
 static int begin_drive(tw_wheel *w)
 {
@@ -1326,7 +1326,7 @@ static int adaptive_try(tw_wheel *w, unsigned value)
 /* A producer sleeps as soon as the lock is taken. It may take a free lock
  * even while the driver waits: standing back would leave the lock idle
  * whenever the waiting driver is preempted, the collapse of the spinlock.
- * The driver's priority comes from the hand-over instead. */
+ * The driver's priority comes from being woken first instead. */
 static COLD void adaptive_wait(tw_wheel *w)
 {
     for (;;) {
@@ -1344,8 +1344,9 @@ static COLD void adaptive_wait(tw_wheel *w)
  * spins again. Dekker's pattern keeps that wake-up from being missed: the
  * driver says "asleep" and then looks at the lock; an unlock frees the lock
  * and then looks for a sleeping driver (all sequentially consistent), so at
- * least one of them sees the other. Once woken it claims the lock as "2",
- * since producers it was preferred to may still be asleep. */
+ * least one of them sees the other. Once woken it claims the lock as "2":
+ * a producer it was woken instead of may be asleep, and the driver's own
+ * unlock must wake it. */
 static COLD void adaptive_wait_driver(tw_wheel *w)
 {
     unsigned spins, value = 1u, state;
@@ -1379,9 +1380,10 @@ static void adaptive_release(tw_wheel *w)
         unpark(&w->locked, 1);
 }
 
-/* `driver`: the driving thread retaking the lock between callbacks, which
- * every kind serves ahead of producers. Uncontended (the common case), a
- * lock is one atomic operation that writes no flag waiting threads poll. */
+/* `driver`: the driving thread (from begin_drive, and retaking the lock
+ * between callbacks), which the adaptive lock and the spinlock serve ahead
+ * of producers. Uncontended (the common case), a lock is one atomic
+ * operation that writes no flag waiting threads poll. */
 static HOT_INLINE void acquire(tw_wheel *w, int driver)
 {
     if (w->lock_kind == TW_LOCK_ADAPTIVE) {

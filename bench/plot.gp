@@ -18,7 +18,8 @@ rows(s, w) = sprintf("< awk -F, '$1==\"%s\" && $3==\"%s\" && $2>0 {print $2, $5}
 all = "twheel twheel-none heap_binary heap_quad tree_map skynet"
 mt = "twheel twheel-spin twheel-mutex skynet"
 color(s) = s eq "twheel" ? 1 : s eq "twheel-none" ? 2 : s eq "heap_binary" ? 3 : \
-           s eq "heap_quad" ? 4 : s eq "tree_map" ? 5 : s eq "skynet" ? 6 : 7
+           s eq "heap_quad" ? 4 : s eq "tree_map" ? 5 : s eq "skynet" ? 6 : \
+           s eq "twheel-spin" ? 3 : 7
 width(s) = s eq "twheel" ? 3 : 1.5
 
 set style line 1 lc rgb "#d62728" pt 7
