@@ -278,6 +278,30 @@ static void test_many_timers_all_paths(void **)
     assert_int_equal(l.destroyed, 3000);
 }
 
+/* Issue 11, defect 1 through the facade: a closure holding the last
+ * shared_ptr to its own wheel, cancelled from plain code. The closure's
+ * destructor destroys the wheel from inside the release hook; tw_cancel
+ * finishes that destroy after the hook (it used to touch the freed wheel).
+ * ASan and LeakSanitizer check that nothing is touched after free and
+ * nothing leaks; the counts check that every closure died exactly once. */
+static void test_closure_holding_last_wheel_reference(void **)
+{
+    for (twheel::config c : {single_threaded(), twheel::config{}}) {
+        life l;
+        auto w = std::make_shared<twheel::wheel>(c);
+        twheel::timer other = w->after(1s, [k = token(&l)] {});
+        twheel::timer self = w->after(1s, [w, k = token(&l)] {});
+        twheel::timer third = w->every(1s, 1s, [k = token(&l)] {});
+        w.reset(); /* the closure of `self` now owns the wheel */
+        assert_true(self.cancel());
+        assert_int_equal(l.made, 3);
+        assert_int_equal(l.destroyed, 3); /* the wheel's destroy released the rest */
+        assert_false(other.pending());
+        assert_false(third.pending());
+        assert_false(other.cancel()); /* handles outlive their wheel */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -292,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_closure_owning_its_own_handle),
         cmocka_unit_test(test_callable_kinds),
         cmocka_unit_test(test_many_timers_all_paths),
+        cmocka_unit_test(test_closure_holding_last_wheel_reference),
     };
     return RUN_TESTS(tests);
 }
