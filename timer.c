@@ -49,7 +49,7 @@ typedef atomic_uint spin_word;
     atomic_compare_exchange_strong_explicit((p), (expected), (v),             \
                                             memory_order_acquire,             \
                                             memory_order_relaxed)
-/* sequentially consistent: the adaptive lock's hand-over to the driver */
+/* sequentially consistent: the adaptive lock's wake-up of the driver */
 #define spin_load_sc(p) atomic_load((p))
 #define spin_store_sc(p, v) atomic_store((p), (v))
 #define spin_exchange_sc(p, v) atomic_exchange((p), (v))
@@ -230,7 +230,8 @@ struct tw_wheel {
     /* locking */
     int lock_kind;
     spin_word locked;
-    spin_word driver_waiting; /* producers stand back while this is set */
+    spin_word driver_waiting; /* the driver waits: spin lock producers stand
+                                 back; the adaptive driver sleeps on it */
     spin_word drive_claim; /* held from the start to the end of a drive */
     pthread_mutex_t mutex;
 
