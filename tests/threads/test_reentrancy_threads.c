@@ -25,15 +25,20 @@ static const char *const context_names[CONTEXTS] = {
     "hook run by tw_destroy",
 };
 
+/* tw_cancel of the timer whose callback runs (it waits for the callback)
+ * is covered by test_races.c's cancel-versus-dispatch tests. */
 enum call {
-    CALL_ADD, CALL_CANCEL_OTHER, CALL_RESCHEDULE_OTHER, CALL_ADVANCE,
-    CALL_EXPIRE, CALL_DESTROY, CALL_THREAD_START, CALL_NEXT_EXPIRY,
-    CALL_CHECK, CALLS
+    CALL_ADD, CALL_ADD_PERIODIC, CALL_CANCEL_OTHER, CALL_RESCHEDULE_OTHER,
+    CALL_REMAINING_OTHER, CALL_ADVANCE, CALL_EXPIRE, CALL_DESTROY,
+    CALL_THREAD_START, CALL_THREAD_STOP, CALL_NEXT_EXPIRY, CALL_TIMEOUT_MS,
+    CALL_NOW, CALL_COUNT, CALL_TICK_US, CALL_GET_STATS, CALL_CHECK, CALLS
 };
 
 static const char *const call_names[CALLS] = {
-    "tw_add", "tw_cancel(other)", "tw_reschedule(other)", "tw_advance",
-    "tw_expire", "tw_destroy", "tw_thread_start", "tw_next_expiry", "tw_check",
+    "tw_add_ex", "tw_add_periodic", "tw_cancel(other)", "tw_reschedule(other)",
+    "tw_remaining(other)", "tw_advance", "tw_expire", "tw_destroy",
+    "tw_thread_start", "tw_thread_stop", "tw_next_expiry", "tw_timeout_ms",
+    "tw_now", "tw_count", "tw_tick_us", "tw_get_stats", "tw_check",
 };
 
 #define ANY_ID INT64_MIN       /* a valid id */
@@ -44,13 +49,21 @@ static const char *const call_names[CALLS] = {
 static const int64_t table[CALLS][CONTEXTS] = {
     /*                        callback  driver hook cancel hook   destroy hook */
     [CALL_ADD] =             {ANY_ID,   ANY_ID,     ANY_ID,       BUSY_ID},
+    [CALL_ADD_PERIODIC] =    {ANY_ID,   ANY_ID,     ANY_ID,       BUSY_ID},
     [CALL_CANCEL_OTHER] =    {1,        1,          1,            1},
     [CALL_RESCHEDULE_OTHER] ={1,        1,          1,            0},
+    [CALL_REMAINING_OTHER] = {FINITE,   FINITE,     FINITE,       FINITE},
     [CALL_ADVANCE] =         {-EBUSY,   -EBUSY,     NON_NEGATIVE, -EBUSY},
     [CALL_EXPIRE] =          {-EBUSY,   -EBUSY,     NON_NEGATIVE, -EBUSY},
     [CALL_DESTROY] =         {-EBUSY,   -EBUSY,     -EBUSY,       -EBUSY},
     [CALL_THREAD_START] =    {0,        0,          0,            -EBUSY},
+    [CALL_THREAD_STOP] =     {0,        0,          0,            0},
     [CALL_NEXT_EXPIRY] =     {FINITE,   FINITE,     FINITE,       FINITE},
+    [CALL_TIMEOUT_MS] =      {NON_NEGATIVE, NON_NEGATIVE, NON_NEGATIVE, NON_NEGATIVE},
+    [CALL_NOW] =             {1,        1,          0,            0},
+    [CALL_COUNT] =           {1,        1,          1,            1},
+    [CALL_TICK_US] =         {1000,     1000,       1000,         1000},
+    [CALL_GET_STATS] =       {0,        0,          0,            0},
     [CALL_CHECK] =           {0,        0,          0,            0},
 };
 
@@ -138,8 +151,29 @@ static int64_t make_call(tw_wheel *w, enum call call, int *error, int *started)
         id = tw_add_ex(w, 3, 0, noop_cb, count_release, (void *)(uintptr_t)ADDED);
         *error = errno;
         return id ? ANY_ID : 0;
+    case CALL_ADD_PERIODIC:
+        id = tw_add_periodic(w, 3, 7, noop_cb, NULL);
+        *error = errno;
+        return id ? ANY_ID : 0;
     case CALL_CANCEL_OTHER:
         return tw_cancel(w, cell.other);
+    case CALL_REMAINING_OTHER:
+        return (int64_t)tw_remaining(w, cell.other);
+    case CALL_THREAD_STOP:
+        return tw_thread_stop(w);
+    case CALL_TIMEOUT_MS:
+        return tw_timeout_ms(w);
+    case CALL_NOW:
+        return (int64_t)tw_now(w);
+    case CALL_COUNT:
+        return (int64_t)tw_count(w);
+    case CALL_TICK_US:
+        return tw_tick_us(w);
+    case CALL_GET_STATS: {
+        struct tw_stats stats;
+        stats.size = sizeof stats;
+        return tw_get_stats(w, &stats);
+    }
     case CALL_RESCHEDULE_OTHER:
         return tw_reschedule(w, cell.other, 9);
     case CALL_ADVANCE:
