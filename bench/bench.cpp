@@ -1053,7 +1053,7 @@ void usage(FILE *f)
         "usage: twheel_bench [--quick] [--csv PATH] [--n N,N,...] [--reps K]\n"
         "                    [--only NAME,...] [--no-contended] [--no-idle]\n"
         "                    [--contended-only] [--hog K,K,...]\n"
-        "  --quick          N = 10k and 1M, fewer repetitions (< 30 s on 2 cores)\n"
+        "  --quick          N = 10k and 1M, fewer repetitions (< 1 min on 2 cores)\n"
         "  --csv PATH       CSV output (default: results.csv beside the program)\n"
         "  --n LIST         timer counts, e.g. 10000,1000000 (default 10k,1M,10M)\n"
         "  --reps K         repetitions per figure (default 7 / 5 / 1 by N)\n"
