@@ -93,8 +93,9 @@ enum tw_lock_kind {
                          never outnumber cores */
     TW_LOCK_MUTEX = 1, /* pthread mutex */
     TW_LOCK_NONE = 2, /* single-threaded use: no lock, no atomic operations */
-    TW_LOCK_ADAPTIVE = 3 /* spins briefly, then sleeps (futex on Linux);
-                            serves the driver first; the default */
+    TW_LOCK_ADAPTIVE = 3 /* waiters sleep (a futex on Linux), the driver
+                            after a short spin, and is woken first; the
+                            default: holds up with more threads than cores */
 };
 
 enum tw_clock_kind {
@@ -200,7 +201,7 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config);
  * tw_expire(), or while another thread runs one of its release hooks.
  * From a release hook that tw_cancel() runs on this thread (outside any
  * callback) it returns 0 and the destroy is deferred: that tw_cancel()
- * finishes it as soon as the hook returns. See "re-entrancy" below.
+ * finishes it as soon as the hook returns. See "re-entrancy" above.
  * Any other use of the wheel by another thread during or after the call
  * is the caller's error. */
 TW_EXPORT int tw_destroy(tw_wheel *wheel);
