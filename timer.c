@@ -197,6 +197,11 @@ struct tw_wheel {
      * in word 4 + i */
     struct queue queues[LIST_COUNT];
     uint64_t occupied[LIST_SLOTS / 64];
+    /* per level slot: the least due tick filed there (low 32 bits), a lower
+     * bound on its timers, exact unless the slot's bit in least_stale says
+     * the timer that held it has left since */
+    uint32_t least[LEVELS * LEVEL_SIZE];
+    uint64_t least_stale[LEVELS];
     uint64_t group_count[GROUP_COUNT];
 
     /* pool */
@@ -729,6 +734,29 @@ static void compact_start(tw_wheel *w, struct queue *q)
     prefetch_ahead(w, q->head, 1);
 }
 
+/* The least due tick of each level slot is kept as timers are filed, so
+ * tw_next_expiry answers without reading the slot. A timer leaving a slot
+ * cannot lower it; when the one holding it leaves, the value stays as a
+ * lower bound (marked stale) until the slot is rescanned or refilled. All
+ * ticks in a slot lie ahead of the wheel's time, so they compare as
+ * distances from it. */
+static HOT_INLINE void note_least(tw_wheel *w, unsigned slot, uint32_t expire)
+{
+    uint32_t time = (uint32_t)w->now;
+    /* below even a stale bound, nothing else in the slot lies lower */
+    if (w->queues[LIST_LEVEL0 + slot].count == 0 ||
+        (uint32_t)(expire - time) < (uint32_t)(w->least[slot] - time)) {
+        w->least[slot] = expire;
+        w->least_stale[slot >> LEVEL_BITS] &= ~(UINT64_C(1) << (slot & LEVEL_MASK));
+    }
+}
+
+static HOT_INLINE void forget_least(tw_wheel *w, unsigned slot, uint32_t expire)
+{
+    if (expire == w->least[slot])
+        w->least_stale[slot >> LEVEL_BITS] |= UINT64_C(1) << (slot & LEVEL_MASK);
+}
+
 /* Places a node at the tail of a queue. */
 static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
                                  struct node *n)
@@ -736,6 +764,8 @@ static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
     n->position = queue_push(w, list, index);
     n->list = (uint16_t)list;
     n->state = NODE_LINKED;
+    if (list >= LIST_LEVEL0 && list < LIST_SLOTS)
+        note_least(w, list - LIST_LEVEL0, n->expire);
     w->queues[list].count++;
     if (list < LIST_SLOTS)
         w->occupied[list >> 6] |= UINT64_C(1) << (list & 63);
@@ -752,6 +782,8 @@ static void unlink_node(tw_wheel *w, uint32_t index)
     n->state = NODE_DETACHED;
     n->position = NO_POSITION;
     w->group_count[group_of(list)]--;
+    if (list >= LIST_LEVEL0 && list < LIST_SLOTS)
+        forget_least(w, list - LIST_LEVEL0, n->expire);
     if (--q->count == 0) {
         queue_drop(w, list);
         return;
@@ -1192,10 +1224,35 @@ static uint64_t read_clock(const tw_wheel *w)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* Exact ticks to the earliest pending timer; lock held. The first event is
- * exact for a near slot; for a level slot it is only that slot's start, so
- * that one slot is scanned. */
-static uint64_t next_expiry_locked(const tw_wheel *w)
+/* A level slot whose least tick went stale is read again when it holds this
+ * few entries (so small wheels always get exact answers); a larger one
+ * answers with the stale bound, which lies inside the slot: by the time it
+ * comes, the slot has been cascaded into finer slots with exact values. */
+#define RESCAN_ENTRIES 32
+
+/* The least due tick among a slot's live entries, read from them. */
+static uint32_t scan_least(const tw_wheel *w, unsigned list)
+{
+    const struct queue *q = &w->queues[list];
+    uint32_t time = (uint32_t)w->now, least = UINT32_MAX;
+    uint32_t position = q->head, left;
+    for (left = q->entries; left > 0; left--, position++) {
+        uint32_t index;
+        position = next_position(w, position);
+        index = entry_at(w, position);
+        if (entry_live(w, index, position) &&
+            (uint32_t)(node_at(w, index)->expire - time) < least)
+            least = node_at(w, index)->expire - time;
+    }
+    return time + least;
+}
+
+/* Ticks to the earliest pending timer; lock held. The first event is exact
+ * for a near slot; for a level slot it is that slot's start, and the slot's
+ * least tick is the answer. With `exact`, a stale least is always replaced
+ * by a scan (not kept: tw_get_stats must not change what tw_next_expiry
+ * answers); without, only in a small slot, so the call is O(1). */
+static uint64_t next_expiry_locked(tw_wheel *w, int exact)
 {
     unsigned list;
     uint64_t step;
@@ -1204,18 +1261,17 @@ static uint64_t next_expiry_locked(const tw_wheel *w)
         return 0;
     step = next_event(w, &list);
     if (step != TW_NEVER && list >= LIST_LEVEL0) {
-        const struct queue *q = &w->queues[list];
-        uint32_t time = (uint32_t)w->now, least = UINT32_MAX;
-        uint32_t position = q->head, left;
-        for (left = q->entries; left > 0; left--, position++) {
-            uint32_t index;
-            position = next_position(w, position);
-            index = entry_at(w, position);
-            if (entry_live(w, index, position) &&
-                (uint32_t)(node_at(w, index)->expire - time) < least)
-                least = node_at(w, index)->expire - time;
+        unsigned slot = list - LIST_LEVEL0;
+        uint64_t *stale = &w->least_stale[slot >> LEVEL_BITS];
+        uint64_t bit = UINT64_C(1) << (slot & LEVEL_MASK);
+        uint32_t least = w->least[slot];
+        if (exact && (*stale & bit)) {
+            least = scan_least(w, list);
+        } else if ((*stale & bit) && w->queues[list].entries <= RESCAN_ENTRIES) {
+            least = w->least[slot] = scan_least(w, list);
+            *stale &= ~bit;
         }
-        step = least;
+        step = (uint32_t)(least - (uint32_t)w->now);
     }
     if (w->running != NIL) {
         /* a periodic timer re-arms when its running callback returns */
@@ -1819,7 +1875,7 @@ TW_EXPORT uint64_t tw_next_expiry(tw_wheel *w)
     if (!w)
         return TW_NEVER;
     lock(w);
-    result = next_expiry_locked(w);
+    result = next_expiry_locked(w, 0);
     unlock(w);
     return result;
 }
@@ -1831,7 +1887,7 @@ TW_EXPORT int32_t tw_timeout_ms(tw_wheel *w)
         return -1;
     clock = read_clock(w);
     lock(w);
-    ticks = next_expiry_locked(w);
+    ticks = next_expiry_locked(w, 0);
     if (ticks == TW_NEVER || ticks == 0) {
         unlock(w);
         return ticks == 0 ? 0 : -1;
@@ -2000,6 +2056,7 @@ TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
     s.rescheduled = w->rescheduled;
     s.cascaded = w->cascaded;
     s.rebases = w->rebases;
+    s.next_expiry_exact = next_expiry_locked(w, 1);
     unlock(w);
     memcpy(stats, &s, size);
     return 0;
@@ -2028,6 +2085,7 @@ static int consistent(const tw_wheel *w)
     for (list = 0; list < LIST_COUNT; list++) {
         const struct queue *q = &w->queues[list];
         uint32_t position = q->head, left, live_entries = 0;
+        uint32_t least = UINT32_MAX; /* distance from time, live entries */
         /* a compaction in progress: before its write cursor (0), between
          * the cursors where all entries are stale (1), past its read cursor
          * or none under way (2) */
@@ -2077,6 +2135,17 @@ static int consistent(const tw_wheel *w)
                 return 0;
             counts[group_of(list)]++;
             live_entries++;
+            if ((uint32_t)(n->expire - time) < least)
+                least = n->expire - time;
+        }
+        /* a level slot's cached least is a lower bound, exact unless stale */
+        if (list >= LIST_LEVEL0 && list < LIST_SLOTS && q->count) {
+            unsigned slot = list - LIST_LEVEL0;
+            uint32_t cached = w->least[slot] - time;
+            int stale = (int)((w->least_stale[slot >> LEVEL_BITS] >>
+                               (slot & LEVEL_MASK)) & 1);
+            if (cached > least || (!stale && cached != least) || cached == 0)
+                return 0;
         }
         if (live_entries != q->count || position != q->tail ||
             (q->entries && block_of(w, q->tail - 1)->next != NIL))

@@ -137,6 +137,9 @@ struct tw_stats {
     uint64_t rescheduled;     /* reschedules that returned 1 */
     uint64_t cascaded;        /* node moves from t[i] to a lower level */
     uint64_t rebases;         /* clock went backwards: reference re-based */
+    uint64_t next_expiry_exact; /* ticks to the earliest pending timer, always
+                                   exact (tw_next_expiry may answer earlier);
+                                   TW_NEVER when none. Reads one slot. */
 };
 
 /* ---- re-entrancy ---------------------------------------------------------
@@ -282,14 +285,22 @@ TW_EXPORT int64_t tw_expire(tw_wheel *wheel);
 TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
 
 /* Ticks until the earliest pending timer is due: 0 when one is due now,
- * TW_NEVER when nothing is pending or the wheel is NULL. Exact. O(1) when a
- * timer is due within the current 256-tick window, otherwise one scan of a
- * single slot. Thread-safe. */
+ * TW_NEVER when nothing is pending or the wheel is NULL. O(1) in every case
+ * (a few bitmap words and one cached value). Never later than the earliest
+ * timer, and exact except in one case: the earliest timer is in an upper
+ * level (256 ticks away or more), the timer that was the earliest of its
+ * slot has since been cancelled or rescheduled, and that slot holds more
+ * than 32 entries. Then the answer is that departed timer's tick: a waiter
+ * wakes early once, finds nothing due, and the next answer is exact (the
+ * slot has been cascaded by then). Never 0 unless something is due. For an
+ * always-exact figure, see tw_stats.next_expiry_exact. Thread-safe. */
 TW_EXPORT uint64_t tw_next_expiry(tw_wheel *wheel);
 
 /* Milliseconds until the earliest timer is due by the wheel's clock, rounded
  * up, for epoll_wait()/poll(): -1 when nothing is pending (or NULL wheel),
- * 0 when something is due, at most INT32_MAX. Thread-safe. */
+ * 0 when something is due, at most INT32_MAX. Computed from
+ * tw_next_expiry(), so O(1) and never late (early in the case it names).
+ * Thread-safe. */
 TW_EXPORT int32_t tw_timeout_ms(tw_wheel *wheel);
 
 /* Starts a dedicated thread that calls tw_expire() every period_us

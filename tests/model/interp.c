@@ -90,7 +90,7 @@ enum ev_type {
     EV_BUSY,     /* x = which call, y = result (from a callback) */
     EV_COUNT,    /* x = tw_count */
     EV_NOW,      /* x = tw_now */
-    EV_NEXT,     /* x = tw_next_expiry */
+    EV_NEXT,     /* x = exact next expiry, y = tw_next_expiry was a valid bound */
     EV_TIMEOUT,  /* x = tw_timeout_ms */
     EV_STAT,     /* x = field, y = value */
     EV_CHECK,    /* x = 1 when consistent (tw_check, byte accounting) */
@@ -169,6 +169,7 @@ struct world {
     struct ev *log;
     size_t nlog, caplog;
     uint64_t fires_in_op;
+    uint64_t last_fast; /* tw_next_expiry's answer, as the last call saw it */
     struct rec *running;
     int destroying;
     /* allocator accounting (twheel side) */
@@ -333,13 +334,64 @@ static int64_t tw_b_expire(struct world *w)
     return tw_expire(w->impl);
 }
 
+/* tw_next_expiry may answer early (a lower bound, see timer.h), which the
+ * model does not predict: it depends on which timers left which slot. So
+ * the twheel side reports the exact figure (tw_stats.next_expiry_exact) and
+ * hands its fast answer over to the model side, which runs the same calls
+ * in the same order right after it, to check the bound against the model's
+ * exact answer and to turn it into the milliseconds tw_timeout_ms must give. */
+static uint64_t *fast_queue;
+static size_t fast_pushed, fast_popped, fast_capacity;
+
+static void fast_push(struct world *w, uint64_t ticks)
+{
+    if (fast_popped == fast_pushed)
+        fast_popped = fast_pushed = 0;
+    if (fast_pushed == fast_capacity) {
+        fast_capacity = fast_capacity ? 2 * fast_capacity : 256;
+        fast_queue = xrealloc(fast_queue, fast_capacity * sizeof *fast_queue);
+    }
+    fast_queue[fast_pushed++] = ticks;
+    w->last_fast = ticks;
+}
+
+static uint64_t fast_pop(struct world *w)
+{
+    /* an empty queue means the logs have already diverged */
+    w->last_fast = fast_popped < fast_pushed ? fast_queue[fast_popped++]
+                                             : TW_NEVER - 1;
+    return w->last_fast;
+}
+
+static uint64_t early_answers;
+
+uint64_t interp_early_answers(void)
+{
+    return early_answers;
+}
+
+/* 1 when `fast` is a valid answer of tw_next_expiry for this exact one. */
+static uint64_t fast_ok(uint64_t fast, uint64_t exact)
+{
+    early_answers += fast < exact; /* called on the model's side only */
+    return fast <= exact && (fast == 0) == (exact == 0) &&
+           (fast == TW_NEVER) == (exact == TW_NEVER);
+}
+
 static uint64_t tw_b_next_expiry(struct world *w)
 {
-    return tw_next_expiry(w->impl);
+    struct tw_stats s;
+    memset(&s, 0, sizeof s);
+    s.size = sizeof s;
+    fast_push(w, tw_next_expiry(w->impl));
+    if (tw_get_stats(w->impl, &s) != 0)
+        return TW_NEVER - 2;
+    return s.next_expiry_exact;
 }
 
 static int32_t tw_b_timeout_ms(struct world *w)
 {
+    fast_push(w, tw_next_expiry(w->impl));
     return tw_timeout_ms(w->impl);
 }
 
@@ -472,12 +524,13 @@ static int64_t m_expire(struct world *w)
 
 static uint64_t m_next_expiry(struct world *w)
 {
+    (void)fast_pop(w);
     return model_next_expiry(w->impl);
 }
 
 static int32_t m_timeout_ms(struct world *w)
 {
-    return model_timeout_ms(w->impl);
+    return model_timeout_ms_for(w->impl, fast_pop(w));
 }
 
 static uint64_t m_now(struct world *w)
@@ -570,6 +623,16 @@ static uint64_t resolve(struct world *w, struct val v)
     if (off < 0 && (uint64_t)-(off + 1) >= base)
         return 0;
     return base + (uint64_t)off;
+}
+
+/* EV_NEXT: the exact figure, and whether tw_next_expiry's fast answer was
+ * a valid bound for it, judged on the model's side against the model's
+ * exact answer (the twheel side logs 1: a bad bound is then a mismatch). */
+static void log_next(struct world *w)
+{
+    uint64_t exact = w->be->next_expiry(w);
+    logev(w, EV_NEXT, 0, exact,
+          w->be == &wheel_backend ? 1 : fast_ok(w->last_fast, exact));
 }
 
 /* ---- callbacks ---------------------------------------------------------- */
@@ -720,7 +783,7 @@ static void on_fire(struct rec *r, uint64_t id, int same_wheel)
             if ((o = pick(w, h2, r)) != NULL)
                 logev(w, EV_REMAIN, o->h, w->be->remaining(w, o->id), 0);
             logev(w, EV_NOW, 0, w->be->now(w), 0);
-            logev(w, EV_NEXT, 0, w->be->next_expiry(w), 0);
+            log_next(w);
             logev(w, EV_REMAIN, r->h, w->be->remaining(w, id), 0);
             break;
         case 27:
@@ -771,7 +834,7 @@ static void probes(struct world *w, size_t index)
 {
     logev(w, EV_NOW, 0, w->be->now(w), 0);
     logev(w, EV_COUNT, 0, w->be->count(w), 0);
-    logev(w, EV_NEXT, 0, w->be->next_expiry(w), 0);
+    log_next(w);
     /* the model assumes the clock has not gone back since it was read */
     if (w->clock >= w->last_read)
         logev(w, EV_TIMEOUT, 0, (uint64_t)(int64_t)w->be->timeout_ms(w), 0);
@@ -1051,6 +1114,7 @@ int interp_run(const struct program *p, struct failure *f)
     f->text[0] = 0;
     const struct program *saved = current_program;
     current_program = p;
+    fast_pushed = fast_popped = 0;
 
     int bad = 0;
     int rc_real = real.be->create(&real, &p->cfg);

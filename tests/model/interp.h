@@ -110,6 +110,10 @@ void program_from_bytes(struct program *p, const uint8_t *data, size_t size,
 /* Runs p on both sides. Returns 0 when they agree, 1 otherwise (f filled). */
 int interp_run(const struct program *p, struct failure *f);
 
+/* How many early (lower-bound) answers of tw_next_expiry the runs so far
+ * have checked against the model's exact one. */
+uint64_t interp_early_answers(void);
+
 /* Shortens a failing program in place (truncation, then dropping runs of
  * operations, then simplifying bulk sizes), at most max_runs replays. */
 void program_shrink(struct program *p, size_t max_runs);

@@ -431,7 +431,11 @@ uint64_t model_next_expiry(struct model *m)
 
 int32_t model_timeout_ms(struct model *m)
 {
-    uint64_t left = model_next_expiry(m);
+    return model_timeout_ms_for(m, model_next_expiry(m));
+}
+
+int32_t model_timeout_ms_for(struct model *m, uint64_t left)
+{
     if (left == TW_NEVER)
         return -1;
     if (left == 0)

@@ -78,6 +78,8 @@ int64_t model_advance(struct model *model, uint64_t ticks);
 int64_t model_expire(struct model *model);
 uint64_t model_next_expiry(struct model *model);
 int32_t model_timeout_ms(struct model *model);
+/* What tw_timeout_ms() answers when the next expiry is `ticks` away. */
+int32_t model_timeout_ms_for(struct model *model, uint64_t ticks);
 
 uint64_t model_now(struct model *model);
 uint64_t model_count(struct model *model);

@@ -120,8 +120,9 @@ static void run_scenario(enum scenario sc, uint64_t budget)
         programs++;
     }
     printf("[ model    ] %-8s seed %" PRIu64 ": %" PRIu64 " programs, %" PRIu64
-           " operations agree\n",
-           scenario_names[sc], seed, programs, done);
+           " operations agree (early next-expiry answers checked so far: %" PRIu64
+           ")\n",
+           scenario_names[sc], seed, programs, done, interp_early_answers());
     program_free(&p);
     free(f);
 }
