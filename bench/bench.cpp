@@ -97,13 +97,14 @@ void fire(void *arg)
 
 struct heap_binary_s {
     using handle = hb_timer *;
+    static constexpr bool exact_next_expiry = true;
     const char *name = "heap_binary";
     hb_heap *h = nullptr;
     void create() { h = hb_create(); }
     void destroy() { hb_destroy(h); h = nullptr; }
     handle add(uint64_t d, void *arg) { return hb_add(h, d, fire, arg); }
     int cancel(handle &t) { return hb_cancel(h, t); }
-    int reschedule(handle &t, uint64_t d) { return hb_reschedule(h, t, d); }
+    int reschedule(handle &t, uint64_t d, void *) { return hb_reschedule(h, t, d); }
     void advance(uint64_t ticks) { hb_advance(h, ticks); }
     uint64_t next_expiry() { return hb_next_expiry(h); }
     int64_t bytes() { return hb_bytes(h); }
@@ -111,13 +112,14 @@ struct heap_binary_s {
 
 struct heap_quad_s {
     using handle = hq_timer *;
+    static constexpr bool exact_next_expiry = true;
     const char *name = "heap_quad";
     hq_heap *h = nullptr;
     void create() { h = hq_create(); }
     void destroy() { hq_destroy(h); h = nullptr; }
     handle add(uint64_t d, void *arg) { return hq_add(h, d, fire, arg); }
     int cancel(handle &t) { return hq_cancel(h, t); }
-    int reschedule(handle &t, uint64_t d) { return hq_reschedule(h, t, d); }
+    int reschedule(handle &t, uint64_t d, void *) { return hq_reschedule(h, t, d); }
     void advance(uint64_t ticks) { hq_advance(h, ticks); }
     uint64_t next_expiry() { return hq_next_expiry(h); }
     int64_t bytes() { return hq_bytes(h); }
@@ -125,13 +127,14 @@ struct heap_quad_s {
 
 struct tree_map_s {
     using handle = bench::tree_map::handle;
+    static constexpr bool exact_next_expiry = true;
     const char *name = "tree_map";
     std::unique_ptr<bench::tree_map> m;
     void create() { m.reset(new bench::tree_map()); }
     void destroy() { m.reset(); }
     handle add(uint64_t d, void *arg) { return m->add(d, fire, arg); }
     int cancel(handle &t) { return m->cancel(t); }
-    int reschedule(handle &t, uint64_t d) { return m->reschedule(t, d); }
+    int reschedule(handle &t, uint64_t d, void *) { return m->reschedule(t, d); }
     void advance(uint64_t ticks) { m->advance(ticks); }
     uint64_t next_expiry() { return m->next_expiry(); }
     int64_t bytes() { return m->bytes(); }
@@ -139,15 +142,17 @@ struct tree_map_s {
 
 struct skynet_s {
     using handle = sk_node *;
+    static constexpr bool exact_next_expiry = true;
     const char *name = "skynet";
     sk_timer *T = nullptr;
     void create() { T = sk_create(fire); }
     void destroy() { sk_destroy(T); T = nullptr; }
     handle add(uint64_t d, void *arg) { return sk_add(T, (uint32_t)d, arg); }
     int cancel(handle &n) { return sk_cancel(T, n); }
-    int reschedule(handle &n, uint64_t d)
+    // A skynet user keeps its own argument: the old node is only flagged.
+    int reschedule(handle &n, uint64_t d, void *arg)
     {
-        n = sk_reschedule(T, n, (uint32_t)d);
+        n = sk_reschedule(T, n, (uint32_t)d, arg);
         return n != nullptr;
     }
     void advance(uint64_t ticks) { sk_advance(T, ticks); }
@@ -358,6 +363,14 @@ void prefault(size_t bytes)
         std::free(blocks[i]);
 }
 
+// Bytes a structure holds from the allocator, measured the same way for
+// every one of them: glibc's in-use bytes (chunk headers included) after,
+// minus before. Everything else the harness allocates is set up outside.
+int64_t heap_in_use()
+{
+    return (int64_t)mallinfo2().uordblks;
+}
+
 void settle_malloc()
 {
     void *p = std::malloc(size_t(1) << 16); // a large request consolidates fast bins
@@ -374,6 +387,7 @@ template <class S> void phase_a(S &s, const data &d, bool keep, const options &)
 {
     const size_t n = d.n;
     std::vector<typename S::handle> h(n);
+    int64_t heap0 = heap_in_use();
     s.create();
     g_tick = 0;
     g_state = nullptr;
@@ -382,7 +396,7 @@ template <class S> void phase_a(S &s, const data &d, bool keep, const options &)
     for (size_t i = 0; i < n; i++)
         h[i] = s.add(d.delay[i], arg_of(i));
     uint64_t t1 = now_ns();
-    int64_t bytes = s.bytes();
+    int64_t bytes = heap_in_use() - heap0;
 
     g_fire_hash = 0;
     g_fired = 0;
@@ -446,6 +460,7 @@ template <class S> void phase_b(S &s, const data &d, bool keep, const options &o
         uint8_t state; // heartbeat: 0 dead, 1..21 alive with state-1 reschedules done
     };
     std::vector<conn> c(n);
+    int64_t heap0 = heap_in_use();
     s.create();
     g_tick = 0;
     g_state = nullptr;
@@ -460,11 +475,11 @@ template <class S> void phase_b(S &s, const data &d, bool keep, const options &o
         rc += (uint64_t)s.cancel(c[d.perm[j]].h);
     uint64_t t1 = now_ns();
     for (size_t j = half; j < n; j++)
-        rc += (uint64_t)s.reschedule(c[d.perm[j]].h, d.rdelay[j - half]);
+        rc += (uint64_t)s.reschedule(c[d.perm[j]].h, d.rdelay[j - half], arg_of(d.perm[j]));
     uint64_t t2 = now_ns();
     if (rc != n)
         die("%s: %" PRIu64 " of %zu cancels/reschedules succeeded", s.name, rc, n);
-    int64_t bytes_after = s.bytes();
+    int64_t bytes_after = heap_in_use() - heap0;
 
     // Heartbeat: each survivor is a connection at a random stage of its life
     // (add, 20 reschedules, cancel, then a new connection on that slot). Each
@@ -490,7 +505,7 @@ template <class S> void phase_b(S &s, const data &d, bool keep, const options &o
             cc.h = s.add(delay, arg_of(i));
             cc.state = 1;
         } else if (cc.state <= HB_RESCHEDULES) {
-            s.reschedule(cc.h, delay);
+            s.reschedule(cc.h, delay, arg_of(i));
             cc.state++;
         } else {
             s.cancel(cc.h);
@@ -519,6 +534,134 @@ template <class S> void phase_b(S &s, const data &d, bool keep, const options &o
         record(s.name, n, "reschedule", (double)(t2 - t1) / (double)live);
         record(s.name, n, "heartbeat", (double)(t4 - t3) / (double)ops);
         record(s.name, n, "bytes_per_live_after_cancel", (double)bytes_after / (double)live);
+    }
+}
+
+// ---- far-away timers: next-expiry, a loop iteration, earliest-timer churn ----------
+// A server whose only timers are 30-60 s idle kicks: N timers with delays
+// uniform in [FAR_MIN, FAR_MIN + FAR_SPAN), so none is due in the first
+// 30 000 ticks. Figures:
+//   far_next_expiry  one next_expiry call (batches, as in workload A);
+//   far_loop         an epoll-style iteration: advance(1) + next_expiry();
+//   churn_step       the earliest timer moves to the back (reschedule),
+//                    then next_expiry (requests answered oldest first);
+//   churn_next_expiry  churn_step minus the same steps without next_expiry,
+//                    in alternating blocks;
+//   bytes_per_timer_resched  bytes held per timer after every timer was
+//                    rescheduled once more (N reschedules).
+// A structure whose next_expiry is a lower bound (S::exact_next_expiry is
+// false) must answer at most the exact value and never 0; the others exactly.
+
+constexpr uint32_t FAR_MIN = 30000, FAR_SPAN = 30000;
+constexpr uint64_t FAR_LOOP_TICKS = FAR_MIN - 1;
+constexpr uint64_t FAR_LOOP_BUDGET_NS = 1500000000; // a scanning structure stops early
+constexpr size_t CHURN_STEPS = 40000, CHURN_BLOCK = 250;
+
+template <class S> constexpr bool exact_next(const S &) { return S::exact_next_expiry; }
+
+template <class S> void check_next(const S &s, uint64_t got, uint64_t want, const char *where)
+{
+    bool ok = exact_next(s) ? got == want : got <= want && got > 0;
+    if (!ok)
+        die("%s: %s: next_expiry %" PRIu64 ", exact %" PRIu64, s.name, where, got, want);
+}
+
+template <class S> void phase_far(S &s, size_t n, bool keep)
+{
+    splitmix r(SEED ^ 0xfa7 ^ n);
+    std::vector<uint32_t> delay(n), order(n);
+    for (size_t i = 0; i < n; i++) {
+        delay[i] = FAR_MIN + r.below(FAR_SPAN);
+        order[i] = (uint32_t)i;
+    }
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+        return delay[a] != delay[b] ? delay[a] < delay[b] : a < b;
+    });
+    std::vector<typename S::handle> h(n);
+    int64_t heap0 = heap_in_use();
+    s.create();
+    g_tick = 0;
+    g_state = nullptr;
+    g_fired = 0;
+    for (size_t i = 0; i < n; i++)
+        h[i] = s.add(delay[i], arg_of(i));
+
+    // next-expiry with every timer far away
+    uint64_t want = delay[order[0]];
+    double far_next = 1e300;
+    check_next(s, s.next_expiry(), want, "far");
+    for (int batch = 0; batch < 3; batch++) {
+        uint64_t a = now_ns(), acc = 0, b = a;
+        int q = 0;
+        while (q < QUERIES && b - a < FAR_LOOP_BUDGET_NS / 8) {
+            for (int i = 0; i < 16; i++, q++)
+                acc += s.next_expiry();
+            b = now_ns();
+        }
+        far_next = std::min(far_next, (double)(b - a) / q);
+        g_sink = g_sink + acc;
+    }
+
+    // the event loop's iteration: nothing fires in these ticks
+    uint64_t t0 = now_ns(), acc = 0, ticks = 0;
+    while (ticks < FAR_LOOP_TICKS) {
+        g_tick = ++ticks;
+        s.advance(1);
+        acc += s.next_expiry();
+        if ((ticks & 63) == 0 && now_ns() - t0 > FAR_LOOP_BUDGET_NS)
+            break;
+    }
+    double loop = (double)(now_ns() - t0) / (double)ticks;
+    g_sink = g_sink + acc;
+    if (g_fired != 0)
+        die("%s: a far timer fired early", s.name);
+    check_next(s, s.next_expiry(), want - ticks, "far, after the loop");
+
+    // earliest-timer churn: time stands still; each step sends the earliest
+    // timer behind all others, so the next one in `order` becomes earliest
+    size_t steps = std::min(CHURN_STEPS, n - 1), k = 0;
+    uint64_t with_ns = 0, without_ns = 0, with_steps = 0, without_steps = 0;
+    uint64_t churn_start = now_ns();
+    for (int block = 0; k < steps; block++) {
+        if ((block & 1) == 0 && now_ns() - churn_start > FAR_LOOP_BUDGET_NS)
+            break; // a scanning structure: enough blocks of both kinds
+        size_t begin = k, end = std::min(steps, k + CHURN_BLOCK);
+        bool query = block & 1;
+        uint64_t a = now_ns();
+        if (query) {
+            for (; k < end; k++) {
+                uint32_t i = order[k];
+                s.reschedule(h[i], FAR_MIN + FAR_SPAN + (k & 1023), arg_of(i));
+                acc += s.next_expiry();
+            }
+        } else {
+            for (; k < end; k++) {
+                uint32_t i = order[k];
+                s.reschedule(h[i], FAR_MIN + FAR_SPAN + (k & 1023), arg_of(i));
+            }
+        }
+        uint64_t b = now_ns();
+        (query ? with_ns : without_ns) += b - a;
+        (query ? with_steps : without_steps) += end - begin;
+        uint64_t exact = delay[order[k]] - ticks;
+        check_next(s, s.next_expiry(), exact, "earliest-timer churn");
+    }
+    g_sink = g_sink + acc;
+    double step_with = (double)with_ns / (double)with_steps;
+    double step_without = (double)without_ns / (double)without_steps;
+
+    // every timer rescheduled once more: what stale state costs in memory
+    for (size_t i = 0; i < n; i++)
+        s.reschedule(h[i], FAR_MIN + r.below(FAR_SPAN), arg_of(i));
+    int64_t bytes_resched = heap_in_use() - heap0;
+    s.destroy();
+
+    if (keep) {
+        record(s.name, n, "far_next_expiry", far_next);
+        record(s.name, n, "far_loop", loop);
+        record(s.name, n, "churn_step", step_with);
+        record(s.name, n, "churn_next_expiry", std::max(0.0, step_with - step_without));
+        record(s.name, n, "bytes_per_timer_resched", (double)bytes_resched / (double)n);
     }
 }
 
@@ -781,6 +924,14 @@ const column table_cols[] = {
     {"bytes_per_timer", "B/timer", "bytes"},
 };
 
+const column far_cols[] = {
+    {"far_next_expiry", "next-exp", "ns/op"},
+    {"far_loop", "loop iter", "ns/op"},
+    {"churn_next_expiry", "churn n-e", "ns/op"},
+    {"churn_step", "churn step", "ns/op"},
+    {"bytes_per_timer_resched", "B/t resch", "bytes"},
+};
+
 const char *const baselines[] = {"heap_binary", "heap_quad", "tree_map", "skynet"};
 const char *const headline = "twheel";
 
@@ -840,21 +991,21 @@ void print_machine()
                 sysconf(_SC_NPROCESSORS_ONLN), __VERSION__);
 }
 
-void print_tables(const options &opt, const std::vector<std::string> &structs)
+// One table per N: each structure's medians, then twheel's ratios.
+template <size_t K>
+void print_table(const options &opt, const std::vector<std::string> &structs,
+                 const column (&cols)[K])
 {
-    if (opt.single)
-        std::printf("\nns per operation (expire: per timer fired), median of the "
-                    "repetitions; B/timer: bytes held per live timer after adding N.\n");
-    for (size_t n : opt.single ? opt.ns : std::vector<size_t>{}) {
+    for (size_t n : opt.ns) {
         std::printf("\nN = %s (%d rep%s)\n", fmt_n(n).c_str(), opt.reps(n),
                     opt.reps(n) > 1 ? "s" : "");
         std::printf("%-22s", "structure");
-        for (auto &c : table_cols)
+        for (auto &c : cols)
             std::printf("%11s", c.title);
         std::printf("\n");
         for (auto &s : structs) {
             std::printf("%-22s", s.c_str());
-            for (auto &c : table_cols) {
+            for (auto &c : cols) {
                 double v;
                 std::printf("%11s", median_of(s, n, c.workload, &v) ? fmt_v(v).c_str() : "-");
             }
@@ -868,11 +1019,30 @@ void print_tables(const options &opt, const std::vector<std::string> &structs)
                     continue;
                 std::string label = std::string(who) + " / " + b;
                 std::printf("%-22s", label.c_str());
-                for (auto &c : table_cols)
+                for (auto &c : cols)
                     std::printf("%11s", fmt_ratio(who, b, n, c.workload).c_str());
                 std::printf("\n");
             }
         }
+    }
+}
+
+void print_tables(const options &opt, const std::vector<std::string> &structs)
+{
+    if (opt.single) {
+        std::printf("\nns per operation (expire: per timer fired), median of the "
+                    "repetitions; B/timer: bytes held from the allocator (glibc's "
+                    "in-use bytes, the same measure for every structure) per live "
+                    "timer after adding N.\n");
+        print_table(opt, structs, table_cols);
+        std::printf("\nfar-away timers: N timers due in [%u, %u) ticks. next-exp: one "
+                    "call; loop iter: advance(1) + next_expiry(), nothing due; churn "
+                    "step: the earliest timer is rescheduled behind all others, then "
+                    "next_expiry(); churn n-e: that step minus the same step without "
+                    "next_expiry(); B/t resch: bytes per timer after every timer was "
+                    "rescheduled once more (N reschedules). ns per operation, median.\n",
+                    FAR_MIN, FAR_MIN + FAR_SPAN);
+        print_table(opt, structs, far_cols);
     }
 
     if (opt.idle) {
@@ -991,7 +1161,7 @@ void print_targets(const options &opt)
 
 const char *unit_of(const std::string &w)
 {
-    if (w == "bytes_per_timer" || w == "bytes_per_live_after_cancel")
+    if (w.compare(0, 5, "bytes") == 0)
         return "bytes";
     if (w == "idle_empty_us" || w == "idle_far_us")
         return "us";
@@ -1200,6 +1370,8 @@ int main(int argc, char **argv)
             settle_malloc();
             phase_b(s, d, false, opt);
             settle_malloc();
+            phase_far(s, d.n, false);
+            settle_malloc();
         });
     }
 
@@ -1219,6 +1391,9 @@ int main(int argc, char **argv)
                 settle_malloc();
                 progress.step("cancel/reschedule/heartbeat", s.name, n, rep, reps);
                 phase_b(s, d, true, opt);
+                settle_malloc();
+                progress.step("far-away timers, churn", s.name, n, rep, reps);
+                phase_far(s, n, true);
                 settle_malloc();
                 progress.done++;
             });

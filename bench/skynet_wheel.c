@@ -131,10 +131,10 @@ int sk_cancel(sk_timer *T, sk_node *node)
     return 1;
 }
 
-sk_node *sk_reschedule(sk_timer *T, sk_node *node, uint32_t delay)
+sk_node *sk_reschedule(sk_timer *T, sk_node *node, uint32_t delay, void *arg)
 {
     node->cancelled = 1;
-    return sk_add(T, delay, node->arg);
+    return sk_add(T, delay, arg);
 }
 
 static void move_list(struct sk_timer *T, int level, int idx)

@@ -31,7 +31,8 @@ sk_timer *sk_create(sk_dispatch *dispatch);
 void sk_destroy(sk_timer *T);
 sk_node *sk_add(sk_timer *T, uint32_t delay, void *arg);
 int sk_cancel(sk_timer *T, sk_node *node);
-sk_node *sk_reschedule(sk_timer *T, sk_node *node, uint32_t delay);
+/* `arg` is the caller's own (a skynet user never reads the old node). */
+sk_node *sk_reschedule(sk_timer *T, sk_node *node, uint32_t delay, void *arg);
 /* skynet_updatetime's loop: timer_update once per elapsed tick. */
 void sk_advance(sk_timer *T, uint64_t ticks);
 uint64_t sk_next_expiry(sk_timer *T);
