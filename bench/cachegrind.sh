@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Deterministic counts per operation: instructions (Ir) and simulated
+# last-level data misses (DLmr + DLmw), for every structure and workload of
+# `twheel_bench --count`, under cachegrind. Timings on a small shared machine
+# move by tens of percent from run to run; these counts do not.
+#
+#   bench/cachegrind.sh BUILD_DIR [N] [STRUCTURE,...]
+#
+# BUILD_DIR holds a release build (meson setup BUILD_DIR --buildtype=release).
+# N defaults to 1000000. The caches are fixed rather than read from this
+# CPU, so the counts compare across machines: L1 32 KiB 8-way, last level
+# 8 MiB 16-way (a server core's share), 64-byte lines.
+#
+# cachegrind 3.19 counts a whole process, so each stage is measured as the
+# difference between the run that stops after it and the run that stops
+# after the stage before (same input, same code up to there).
+set -euo pipefail
+
+build=${1:?usage: bench/cachegrind.sh BUILD_DIR [N] [STRUCTURE,...]}
+n=${2:-1000000}
+structures=${3:-twheel,twheel-none,heap_binary,heap_quad,tree_map,skynet,timeout_wheel}
+bench=$build/bench/twheel_bench
+[[ -x $bench ]] || { echo "no $bench: build the bench first" >&2; exit 1; }
+command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
+
+stages=(start add next_expiry cancel reschedule expire far_setup far_next_expiry)
+reported=(add next_expiry cancel reschedule expire far_next_expiry)
+work=$(mktemp -d "${TMPDIR:-/tmp}/twheel-cachegrind-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# Runs the bench up to stage $2 for structure $1; prints "ops Ir DLmiss".
+measure() {
+    local out=$work/$1.$2
+    valgrind --tool=cachegrind --cache-sim=yes \
+        --I1=32768,8,64 --D1=32768,8,64 --LL=8388608,16,64 \
+        --cachegrind-out-file="$out.cg" \
+        "$bench" --count "$2" --n "$n" --only "$1" >"$out.txt" 2>"$out.log" ||
+        { echo "valgrind failed for $1 $2: see below" >&2; cat "$out.log" >&2; exit 1; }
+    local ops
+    ops=$(awk '$1 == "count" {print $4}' "$out.txt")
+    # events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
+    awk -v ops="$ops" '/^summary:/ {print ops, $2, $7 + $10}' "$out.cg"
+}
+
+printf '%s\n' "cachegrind, N = $n: instructions and simulated last-level data misses per operation"
+printf '%-16s %-16s %12s %12s\n' structure workload "Ir/op" "LL miss/op"
+for s in ${structures//,/ }; do
+    if ! "$bench" --count start --n 2 --only "$s" >/dev/null 2>&1; then
+        echo "skipping $s: not in this bench" >&2
+        continue
+    fi
+    declare -A ir=() miss=() ops=()
+    for stage in "${stages[@]}"; do
+        read -r o i m < <(measure "$s" "$stage")
+        ops[$stage]=$o ir[$stage]=$i miss[$stage]=$m
+    done
+    previous=start
+    for stage in "${stages[@]:1}"; do
+        if [[ " ${reported[*]} " == *" $stage "* ]]; then
+            awk -v s="$s" -v w="$stage" -v o="${ops[$stage]}" \
+                -v i="$((ir[$stage] - ir[$previous]))" \
+                -v m="$((miss[$stage] - miss[$previous]))" \
+                'BEGIN {printf "%-16s %-16s %12.1f %12.3f\n", s, w, i / o, m / o}'
+        fi
+        previous=$stage
+    done
+    unset ir miss ops
+done
