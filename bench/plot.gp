@@ -8,18 +8,18 @@
 if (!exists("csv")) csv = "results.csv"
 if (!exists("out")) out = "bench.png"
 
-set terminal pngcairo size 1800,900 noenhanced font ",10"
+set terminal pngcairo size 2250,900 noenhanced font ",10"
 set output out
 set datafile separator whitespace
 
 # rows "n median" of one structure and workload, sorted by n
 rows(s, w) = sprintf("< awk -F, '$1==\"%s\" && $3==\"%s\" && $2>0 {print $2, $5}' '%s' | sort -n", s, w, csv)
 
-all = "twheel twheel-none heap_binary heap_quad tree_map skynet"
+all = "twheel twheel-none heap_binary heap_quad tree_map skynet timeout_wheel"
 mt = "twheel twheel-spin twheel-mutex skynet"
 color(s) = s eq "twheel" ? 1 : s eq "twheel-none" ? 2 : s eq "heap_binary" ? 3 : \
            s eq "heap_quad" ? 4 : s eq "tree_map" ? 5 : s eq "skynet" ? 6 : \
-           s eq "twheel-spin" ? 3 : 7
+           s eq "twheel-spin" ? 3 : s eq "timeout_wheel" ? 8 : 7
 width(s) = s eq "twheel" ? 3 : 1.5
 
 set style line 1 lc rgb "#d62728" pt 7
@@ -29,6 +29,7 @@ set style line 4 lc rgb "#17becf" pt 4
 set style line 5 lc rgb "#2ca02c" pt 9
 set style line 6 lc rgb "#7f7f7f" pt 11
 set style line 7 lc rgb "#9467bd" pt 13
+set style line 8 lc rgb "#ff7f0e" pt 3
 
 set logscale xy
 set grid xtics ytics mxtics mytics lc rgb "#dddddd"
@@ -36,10 +37,10 @@ set xlabel "N (live timers)"
 set format x "%.0s%c"
 set key top left box opaque font ",9"
 
-set multiplot layout 2,4 title sprintf("twheel_bench: %s (median ns per operation; lower is better)", csv)
+set multiplot layout 2,5 title sprintf("twheel_bench: %s (median ns per operation; lower is better)", csv)
 
-names = "add cancel expire next_expiry reschedule heartbeat contended bytes_per_timer"
-titles = "add|cancel (half of N)|expire (per timer fired, tick by tick)|next-expiry query|reschedule|heartbeat (add, 20 reschedules, cancel)|contended (4 threads add/cancel, 1 drives)|bytes per live timer"
+names = "add cancel expire next_expiry far_next_expiry reschedule heartbeat far_loop contended bytes_per_timer"
+titles = "add|cancel (half of N)|expire (per timer fired, tick by tick)|next-expiry query|next-expiry, all timers 30-60k ticks away|reschedule|heartbeat (add, 20 reschedules, cancel)|loop turn (advance 1 + next-expiry), far timers|contended (4 threads add/cancel, 1 drives)|bytes per live timer"
 
 do for [i = 1:words(names)] {
     w = word(names, i)

@@ -526,7 +526,8 @@ public:
     std::size_t advance(std::uint64_t ticks) { return drive(true, ticks); }
 
     /* Time until the earliest pending timer (0 when one is due), or nullopt
-     * when nothing is pending. */
+     * when nothing is pending. O(1); may be early, never late, in the one
+     * case tw_next_expiry() names (stats().next_expiry_exact is exact). */
     std::optional<duration> next_expiry() const noexcept
     {
         const std::uint64_t t = tw_next_expiry(w_);
