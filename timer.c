@@ -414,7 +414,7 @@ static HOT_INLINE uint32_t node_alloc(tw_wheel *w)
     return index;
 }
 
-static void node_free(tw_wheel *w, uint32_t index)
+static HOT_INLINE void node_free(tw_wheel *w, uint32_t index)
 {
     struct node *n = node_at(w, index);
     n->state = NODE_FREE;
@@ -772,10 +772,21 @@ static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
     w->group_count[group_of(list)]++;
 }
 
-/* Takes a node out of its queue; its entry stays behind, stale. */
-static void unlink_node(tw_wheel *w, uint32_t index)
+/* A queue that has just lost a live entry: compacts it a step when its
+ * stale entries have come to outnumber twice its live ones. Kept out of
+ * line: cancel and reschedule inline only the test. */
+static void compact_some(tw_wheel *w, struct queue *q)
 {
-    struct node *n = node_at(w, index);
+    if (q->compact_read == NO_POSITION)
+        compact_start(w, q);
+    compact_step(w, q);
+}
+
+/* Takes a node out of its queue; its entry stays behind, stale. Inlined:
+ * it is most of a cancel, which is short enough for the CPU to overlap the
+ * cache misses of consecutive calls only if it stays small. */
+static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
+{
     unsigned list = list_of(n);
     struct queue *q = &w->queues[list];
     n->list = LIST_NONE;
@@ -784,15 +795,11 @@ static void unlink_node(tw_wheel *w, uint32_t index)
     w->group_count[group_of(list)]--;
     if (list >= LIST_LEVEL0 && list < LIST_SLOTS)
         forget_least(w, list - LIST_LEVEL0, n->expire);
-    if (--q->count == 0) {
+    if (--q->count == 0)
         queue_drop(w, list);
-        return;
-    }
-    if (q->compact_read == NO_POSITION &&
-        q->entries - q->count > 2 * q->count + BLOCK_ENTRIES)
-        compact_start(w, q);
-    if (q->compact_read != NO_POSITION)
-        compact_step(w, q);
+    else if (q->compact_read != NO_POSITION ||
+             q->entries - q->count > 2 * q->count + BLOCK_ENTRIES)
+        compact_some(w, q);
 }
 
 /* The start of a walk by pop_live, which prefetches on entering a block. */
@@ -1718,10 +1725,15 @@ TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
     lock(w);
     n = node_of(w, id, &index);
     if (n && n->state == NODE_LINKED) {
-        unlink_node(w, index);
+        unlink_node(w, n);
         w->live--;
         w->cancelled++;
         cancelled = 1;
+        if (w->running != index && !n->release) {
+            node_free(w, index); /* no hook to run: the common case */
+            unlock(w);
+            return 1;
+        }
         if (w->running != index) {
             int destroy = finish_node(w, index);
             unlock(w);
@@ -1777,7 +1789,7 @@ TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
         return -ENOMEM;
     }
     if (n->state == NODE_LINKED)
-        unlink_node(w, index);
+        unlink_node(w, n);
     schedule(w, index, w->now + delay);
     w->rescheduled++;
     unlock(w);
