@@ -1015,6 +1015,7 @@ static void cascade(tw_wheel *w)
     uint32_t time = (uint32_t)w->now;
     unsigned level = LEVELS - 1, index = 0, list;
     uint32_t position, left;
+    uint64_t moved = 0;
     struct queue *q;
     if (time != 0) {
         for (level = 0; level < LEVELS; level++) {
@@ -1039,23 +1040,30 @@ static void cascade(tw_wheel *w)
     compact_abandon(q);
     w->occupied[list >> 6] &= ~(UINT64_C(1) << (list & 63));
     prefetch_ahead(w, position, 1);
-    for (;;) {
-        uint32_t node = entry_at(w, position);
-        struct node *n = node_at(w, node);
-        if (n->state == NODE_LINKED && n->position == position) {
-            link_tail(w, slot_for(n->expire, time), node, n);
-            w->cascaded++;
+    for (;;) { /* a block at a time: the walk is most of an expire */
+        uint32_t block = position >> POSITION_BITS;
+        const struct block *b = block_at(w, block);
+        unsigned offset = position & OFFSET_MASK;
+        unsigned end = left < BLOCK_ENTRIES - offset ? offset + left : BLOCK_ENTRIES;
+        uint32_t next;
+        left -= end - offset;
+        for (; offset < end; offset++) {
+            uint32_t node = b->index[offset];
+            struct node *n = node_at(w, node);
+            if (n->state == NODE_LINKED &&
+                n->position == ((block << POSITION_BITS) | offset)) {
+                link_tail(w, slot_for(n->expire, time), node, n);
+                moved++;
+            }
         }
-        if (--left == 0)
+        next = b->next;
+        block_give(w, block);
+        if (left == 0)
             break;
-        if ((++position & OFFSET_MASK) == BLOCK_ENTRIES) {
-            uint32_t block = (position - 1) >> POSITION_BITS;
-            position = block_at(w, block)->next << POSITION_BITS;
-            block_give(w, block);
-            prefetch_ahead(w, position, 0);
-        }
+        position = next << POSITION_BITS;
+        prefetch_ahead(w, position, 0);
     }
-    block_give(w, position >> POSITION_BITS);
+    w->cascaded += moved;
 }
 
 /* ==== dispatch ==========================================================
@@ -1140,8 +1148,10 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
                 link_due(w, list, index, next); /* catching up, in order */
             else
                 schedule(w, index, next);
+        } else if (n->state != NODE_LINKED && !n->release) {
+            node_free(w, index); /* one-shot done, or cancelled meanwhile */
         } else if (n->state != NODE_LINKED) {
-            finish_node(w, index); /* one-shot done, or cancelled meanwhile */
+            finish_node(w, index); /* the same, with a release hook to run */
         }
         w->running = NIL;
         if (w->cancel_waiters) /* they sleep until this callback is done */
