@@ -766,8 +766,7 @@ static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
     n->state = NODE_LINKED;
     if (list >= LIST_LEVEL0 && list < LIST_SLOTS)
         note_least(w, list - LIST_LEVEL0, n->expire);
-    w->queues[list].count++;
-    if (list < LIST_SLOTS)
+    if (w->queues[list].count++ == 0 && list < LIST_SLOTS)
         w->occupied[list >> 6] |= UINT64_C(1) << (list & 63);
     w->group_count[group_of(list)]++;
 }
