@@ -117,7 +117,7 @@ typedef unsigned spin_word;
 #define BLOCK_CHUNK (1u << BLOCK_CHUNK_BITS)
 #define MAX_BLOCK_CHUNKS ((UINT32_C(1) << (32 - POSITION_BITS - BLOCK_CHUNK_BITS)) - 1)
 
-/* Pending counters per group: near, level 0..3, due. */
+/* Queues grouped as tw_stats reports them: near, level 0..3, due. */
 #define GROUP_COUNT 6
 
 #define NIL UINT32_MAX
@@ -202,7 +202,6 @@ struct tw_wheel {
      * the timer that held it has left since */
     uint32_t least[LEVELS * LEVEL_SIZE];
     uint64_t least_stale[LEVELS];
-    uint64_t group_count[GROUP_COUNT];
 
     /* pool */
     struct node **chunks;
@@ -768,7 +767,6 @@ static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
         note_least(w, list - LIST_LEVEL0, n->expire);
     if (w->queues[list].count++ == 0 && list < LIST_SLOTS)
         w->occupied[list >> 6] |= UINT64_C(1) << (list & 63);
-    w->group_count[group_of(list)]++;
 }
 
 /* A queue that has just lost a live entry: compacts it a step when its
@@ -791,7 +789,6 @@ static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
     n->list = LIST_NONE;
     n->state = NODE_DETACHED;
     n->position = NO_POSITION;
-    w->group_count[group_of(list)]--;
     if (list >= LIST_LEVEL0 && list < LIST_SLOTS)
         forget_least(w, list - LIST_LEVEL0, n->expire);
     if (--q->count == 0)
@@ -841,7 +838,6 @@ static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_ou
         n->list = LIST_NONE;
         n->state = NODE_DETACHED;
         n->position = NO_POSITION;
-        w->group_count[group_of(list)]--;
         if (--q->count == 0)
             queue_drop(w, list); /* only stale entries are left */
         return index;
@@ -1032,7 +1028,6 @@ static void cascade(tw_wheel *w)
     if (left == 0)
         return;
     position = q->head;
-    w->group_count[1 + level] -= q->count;
     w->entries -= left;
     q->entries = q->count = 0;
     q->head = q->tail = NO_POSITION;
@@ -1724,25 +1719,16 @@ TW_EXPORT tw_id tw_add_ex(tw_wheel *w, uint64_t delay, uint64_t interval,
     return add_timer(w, delay, interval, callback, release, user_data);
 }
 
-TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
+/* tw_cancel past its common case; lock held, n as node_of found it. Out of
+ * line so that the common case stays a short function. */
+static COLD int cancel_rest(tw_wheel *w, struct node *n, uint32_t index)
 {
-    uint32_t index;
-    struct node *n;
     int cancelled = 0;
-    if (!w)
-        return -EINVAL;
-    lock(w);
-    n = node_of(w, id, &index);
     if (n && n->state == NODE_LINKED) {
         unlink_node(w, n);
         w->live--;
         w->cancelled++;
         cancelled = 1;
-        if (w->running != index && !n->release) {
-            node_free(w, index); /* no hook to run: the common case */
-            unlock(w);
-            return 1;
-        }
         if (w->running != index) {
             int destroy = finish_node(w, index);
             unlock(w);
@@ -1776,6 +1762,26 @@ TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
     }
     unlock(w);
     return cancelled;
+}
+
+TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
+{
+    uint32_t index = NIL;
+    struct node *n;
+    if (!w)
+        return -EINVAL;
+    lock(w);
+    n = node_of(w, id, &index);
+    /* the common case: a pending timer with no release hook to run */
+    if (n && n->state == NODE_LINKED && !n->release && w->running != index) {
+        unlink_node(w, n);
+        w->live--;
+        w->cancelled++;
+        node_free(w, index);
+        unlock(w);
+        return 1;
+    }
+    return cancel_rest(w, n, index);
 }
 
 TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
@@ -2053,7 +2059,7 @@ TW_EXPORT uint32_t tw_tick_us(tw_wheel *w)
 TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
 {
     struct tw_stats s;
-    int level;
+    unsigned list;
     size_t size;
     if (!w || !stats || stats->size < 8)
         return -EINVAL;
@@ -2064,10 +2070,16 @@ TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
     lock(w);
     s.now = w->now;
     s.pending = w->live;
-    s.pending_due = w->group_count[5];
-    s.pending_near = w->group_count[0];
-    for (level = 0; level < LEVELS; level++)
-        s.pending_level[level] = w->group_count[1 + level];
+    for (list = 0; list < LIST_COUNT; list++) { /* not kept on the hot paths */
+        int group = group_of(list);
+        uint64_t count = w->queues[list].count;
+        if (group == 0)
+            s.pending_near += count;
+        else if (group <= LEVELS)
+            s.pending_level[group - 1] += count;
+        else
+            s.pending_due += count;
+    }
     s.pool_capacity = (uint64_t)w->chunk_count * CHUNK_NODES;
     s.pool_free = w->free_count + (s.pool_capacity - w->used);
     s.bytes = w->bytes;
@@ -2176,11 +2188,8 @@ static int consistent(const tw_wheel *w)
             return 0;
         entries += q->entries;
     }
-    for (group = 0; group < GROUP_COUNT; group++) {
-        if (counts[group] != w->group_count[group])
-            return 0;
+    for (group = 0; group < GROUP_COUNT; group++)
         linked += counts[group];
-    }
     /* every placed node has its one live entry (positions are unique) */
     for (index = 0; index < w->used; index++)
         placed += node_at(w, index)->state == NODE_LINKED;

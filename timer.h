@@ -327,8 +327,10 @@ TW_EXPORT uint64_t tw_count(tw_wheel *wheel);
 /* The wheel's tick length in microseconds; 0 for NULL. */
 TW_EXPORT uint32_t tw_tick_us(tw_wheel *wheel);
 
-/* Fills *stats up to stats->size bytes. Returns 0, or -EINVAL for NULL
- * arguments or a size smaller than 8. Thread-safe. */
+/* Fills *stats up to stats->size bytes: O(slots), as the pending counts per
+ * level are summed from the 514 queues here rather than kept up to date by
+ * every add, move and cancel. Returns 0, or -EINVAL for NULL arguments or a
+ * size smaller than 8. Thread-safe. */
 TW_EXPORT int tw_get_stats(tw_wheel *wheel, struct tw_stats *stats);
 
 /* Verifies every internal invariant (lists, bitmaps, slot placement, counts)
