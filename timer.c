@@ -929,9 +929,9 @@ static void link_due(tw_wheel *w, unsigned list, uint32_t index, uint64_t due)
                          ((due >> 32) & DUE_EPOCH_MASK));
 }
 
-static HOT_INLINE void schedule(tw_wheel *w, uint32_t index, uint64_t due)
+static HOT_INLINE void schedule(tw_wheel *w, uint32_t index, struct node *n,
+                                uint64_t due)
 {
-    struct node *n = node_at(w, index);
     n->expire = (uint32_t)due;
     if (due <= w->now)
         link_due(w, w->due_list, index, due);
@@ -990,7 +990,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     n->user_data = user_data;
     n->interval = (uint32_t)interval;
     n->release = (uint8_t)release_slot;
-    schedule(w, index, w->now + delay);
+    schedule(w, index, n, w->now + delay);
     w->live++;
     w->added++;
     id = make_id(index, n->generation); /* before unlocking: it may fire at once */
@@ -1141,7 +1141,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
             if (next <= w->now)
                 link_due(w, list, index, next); /* catching up, in order */
             else
-                schedule(w, index, next);
+                schedule(w, index, n, next);
         } else if (n->state != NODE_LINKED && !n->release) {
             node_free(w, index); /* one-shot done, or cancelled meanwhile */
         } else if (n->state != NODE_LINKED) {
@@ -1805,7 +1805,7 @@ TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
     }
     if (n->state == NODE_LINKED)
         unlink_node(w, n);
-    schedule(w, index, w->now + delay);
+    schedule(w, index, n, w->now + delay);
     w->rescheduled++;
     unlock(w);
     return 1;
