@@ -413,9 +413,8 @@ static HOT_INLINE uint32_t node_alloc(tw_wheel *w)
     return index;
 }
 
-static HOT_INLINE void node_free(tw_wheel *w, uint32_t index)
+static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
 {
-    struct node *n = node_at(w, index);
     n->state = NODE_FREE;
     n->list = LIST_NONE;
     n->callback = NULL;
@@ -818,7 +817,8 @@ static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_ou
         struct node *n;
         int live;
         index = b->index[position & OFFSET_MASK];
-        live = entry_live(w, index, position);
+        n = node_at(w, index);
+        live = n->state == NODE_LINKED && n->position == position;
         q->entries--;
         w->entries--;
         q->head = position + 1;
@@ -832,7 +832,6 @@ static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_ou
         }
         if (!live)
             continue;
-        n = node_at(w, index);
         if (due_out)
             *due_out = due_tick(w, n);
         n->list = LIST_NONE;
@@ -1094,7 +1093,7 @@ static int finish_node(tw_wheel *w, uint32_t index)
      * cancelled, rescheduled or counted again. */
     n->state = NODE_CANCELLED;
     if (!release) {
-        node_free(w, index);
+        node_free(w, n, index);
         return 0;
     }
     driver = on_driver_thread(w); /* decided under the lock */
@@ -1108,7 +1107,7 @@ static int finish_node(tw_wheel *w, uint32_t index)
     for (link = &w->hooks; *link != &frame; link = &(*link)->next)
         ;
     *link = frame.next;
-    node_free(w, index);
+    node_free(w, n, index);
     return frame.destroy;
 }
 
@@ -1132,8 +1131,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         unlock(w);
         callback(w, make_id(index, generation), user_data);
         acquire(w, 1);
-        ran++;
-        n = node_at(w, index);
+        ran++; /* n is still the node: chunks never move */
         if (n->state == NODE_DETACHED && n->interval) {
             /* A periodic timer nobody touched while it ran: fixed rate, so
              * the next firing counts from when this one was due. */
@@ -1143,7 +1141,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
             else
                 schedule(w, index, n, next);
         } else if (n->state != NODE_LINKED && !n->release) {
-            node_free(w, index); /* one-shot done, or cancelled meanwhile */
+            node_free(w, n, index); /* one-shot done, or cancelled meanwhile */
         } else if (n->state != NODE_LINKED) {
             finish_node(w, index); /* the same, with a release hook to run */
         }
@@ -1777,7 +1775,7 @@ TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
         unlink_node(w, n);
         w->live--;
         w->cancelled++;
-        node_free(w, index);
+        node_free(w, n, index);
         unlock(w);
         return 1;
     }
