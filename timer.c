@@ -1452,6 +1452,8 @@ static void adaptive_release(tw_wheel *w)
  * operation that writes no flag waiting threads poll. */
 static HOT_INLINE void acquire(tw_wheel *w, int driver)
 {
+    if (w->lock_kind == TW_LOCK_NONE) /* first: it has nothing else to pay */
+        return;
     if (w->lock_kind == TW_LOCK_ADAPTIVE) {
         if (!adaptive_try(w, 1u)) {
             if (driver)
@@ -1462,7 +1464,7 @@ static HOT_INLINE void acquire(tw_wheel *w, int driver)
     } else if (w->lock_kind == TW_LOCK_SPIN) {
         if (!((driver || !spin_load(&w->driver_waiting)) && spin_try(w)))
             spin_wait(w, driver);
-    } else if (w->lock_kind == TW_LOCK_MUTEX) {
+    } else {
         pthread_mutex_lock(&w->mutex);
     }
 }
@@ -1474,13 +1476,14 @@ static HOT_INLINE void lock(tw_wheel *w)
 
 static HOT_INLINE void unlock(tw_wheel *w)
 {
-    if (w->lock_kind == TW_LOCK_ADAPTIVE) {
+    if (w->lock_kind == TW_LOCK_NONE)
+        return;
+    if (w->lock_kind == TW_LOCK_ADAPTIVE)
         adaptive_release(w);
-    } else if (w->lock_kind == TW_LOCK_SPIN) {
+    else if (w->lock_kind == TW_LOCK_SPIN)
         spin_store_release(&w->locked, 0u);
-    } else if (w->lock_kind == TW_LOCK_MUTEX) {
+    else
         pthread_mutex_unlock(&w->mutex);
-    }
 }
 
 /* ==== API: wheel lifetime =============================================== */

@@ -737,9 +737,10 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
 
 const char *const count_stages[] = {"start", "add", "next_expiry", "cancel",
                                     "reschedule", "expire", "far_setup",
-                                    "far_next_expiry"};
+                                    "far_next_expiry", "hb_setup", "heartbeat"};
 constexpr int COUNTED_QUERIES = 10000;
 constexpr int COUNTED_FAR_QUERIES = 100; // skynet's scans a slot per call
+constexpr size_t COUNTED_HEARTBEATS = 1000000;
 
 template <class S> void count_run(S &s, const data &d, const std::string &stop)
 {
@@ -796,6 +797,51 @@ template <class S> void count_run(S &s, const data &d, const std::string &stop)
     g_sink = g_sink + acc;
     ops = COUNTED_FAR_QUERIES;
     stage_done("far_next_expiry");
+    s.destroy();
+
+    // heartbeat, as in workload B: N/2 connections at random stages
+    struct conn {
+        typename S::handle h;
+        uint8_t state;
+    };
+    const size_t live = d.n - d.n / 2;
+    std::vector<conn> c(live);
+    s.create();
+    g_tick = 0;
+    for (size_t j = 0; j < live; j++) {
+        c[j].h = s.add(d.delay[j], arg_of(j));
+        c[j].state = d.hb_state[j];
+    }
+    g_state = &c[0].state;
+    g_state_stride = sizeof(conn);
+    ops = 0;
+    stage_done("hb_setup");
+    const size_t per_tick = std::max<size_t>(1, live / 1024);
+    splitmix hr(SEED + d.n);
+    for (size_t k = 0, tick_ctr = 0; k < COUNTED_HEARTBEATS; k++) {
+        uint64_t x = hr.next();
+        uint32_t i = (uint32_t)(((x & 0xffffffffu) * live) >> 32);
+        uint32_t delay = 1 + (uint32_t)(((x >> 32) * MAX_DELAY) >> 32);
+        conn &cc = c[i];
+        if (cc.state == 0) {
+            cc.h = s.add(delay, arg_of(i));
+            cc.state = 1;
+        } else if (cc.state <= HB_RESCHEDULES) {
+            s.reschedule(cc.h, delay, arg_of(i));
+            cc.state++;
+        } else {
+            s.cancel(cc.h);
+            cc.state = 0;
+        }
+        if (++tick_ctr == per_tick) {
+            tick_ctr = 0;
+            g_tick++;
+            s.advance(1);
+        }
+    }
+    ops = COUNTED_HEARTBEATS;
+    stage_done("heartbeat");
+    g_state = nullptr;
     s.destroy();
 }
 

@@ -23,8 +23,8 @@ bench=$build/bench/twheel_bench
 [[ -x $bench ]] || { echo "no $bench: build the bench first" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
 
-stages=(start add next_expiry cancel reschedule expire far_setup far_next_expiry)
-reported=(add next_expiry cancel reschedule expire far_next_expiry)
+stages=(start add next_expiry cancel reschedule expire far_setup far_next_expiry hb_setup heartbeat)
+reported=(add next_expiry cancel reschedule expire far_next_expiry heartbeat)
 work=$(mktemp -d "${TMPDIR:-/tmp}/twheel-cachegrind-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -60,7 +60,7 @@ for s in ${structures//,/ }; do
             awk -v s="$s" -v w="$stage" -v o="${ops[$stage]}" \
                 -v i="$((ir[$stage] - ir[$previous]))" \
                 -v m="$((miss[$stage] - miss[$previous]))" \
-                'BEGIN {printf "%-16s %-16s %12.1f %12.3f\n", s, w, i / o, m / o}'
+                'BEGIN {x = m / o; if (x < 0 && x > -0.0005) x = 0; printf "%-16s %-16s %12.1f %12.3f\n", s, w, i / o, x}'
         fi
         previous=$stage
     done
