@@ -703,20 +703,32 @@ static void compact_finish(tw_wheel *w, struct queue *q)
 static void compact_step(tw_wheel *w, struct queue *q)
 {
     uint32_t read = q->compact_read, write = q->compact_write, steps;
+    const struct block *from = NULL; /* the blocks of read and write, once */
+    struct block *to = NULL;         /* looked up */
     for (steps = 0; steps < COMPACT_STEP && read != q->tail; steps++, read++) {
         uint32_t index;
+        struct node *n;
         if ((read & OFFSET_MASK) == BLOCK_ENTRIES) {
             read = next_position(w, read);
             prefetch_ahead(w, read, 0);
+            from = NULL;
         }
-        index = entry_at(w, read);
-        if (!entry_live(w, index, read)) {
-            q->compact_holes++;
+        if (!from)
+            from = block_of(w, read);
+        index = from->index[read & OFFSET_MASK];
+        n = node_at(w, index);
+        if (n->state != NODE_LINKED || n->position != read) {
+            q->compact_holes++; /* stale */
             continue;
         }
-        write = next_position(w, write);
-        block_of(w, write)->index[write & OFFSET_MASK] = index;
-        node_at(w, index)->position = write;
+        if ((write & OFFSET_MASK) == BLOCK_ENTRIES) {
+            write = next_position(w, write);
+            to = NULL;
+        }
+        if (!to)
+            to = block_of(w, write);
+        to->index[write & OFFSET_MASK] = index;
+        n->position = write;
         write++;
     }
     q->compact_read = read;
