@@ -1245,11 +1245,14 @@ static uint64_t read_clock(const tw_wheel *w)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* A level slot whose least tick went stale is read again when it holds this
- * few entries (so small wheels always get exact answers); a larger one
+/* A level slot whose least tick went stale is read again when it holds
+ * this few pending timers, so small wheels always get exact answers.
+ * Compaction keeps such a slot at about 3 * 32 + 15 entries, stale ones
+ * included; RESCAN_ENTRIES only makes that bound explicit. A larger slot
  * answers with the stale bound, which lies inside the slot: by the time it
  * comes, the slot has been cascaded into finer slots with exact values. */
-#define RESCAN_ENTRIES 32
+#define RESCAN_PENDING 32
+#define RESCAN_ENTRIES 256
 
 /* The least due tick among a slot's live entries, read from them. */
 static uint32_t scan_least(const tw_wheel *w, unsigned list)
@@ -1288,7 +1291,8 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
         uint32_t least = w->least[slot];
         if (exact && (*stale & bit)) {
             least = scan_least(w, list);
-        } else if ((*stale & bit) && w->queues[list].entries <= RESCAN_ENTRIES) {
+        } else if ((*stale & bit) && w->queues[list].count <= RESCAN_PENDING &&
+                   w->queues[list].entries <= RESCAN_ENTRIES) {
             least = w->least[slot] = scan_least(w, list);
             *stale &= ~bit;
         }

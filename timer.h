@@ -108,7 +108,7 @@ enum tw_clock_kind {
 struct tw_config {
     uint32_t size;      /* sizeof(struct tw_config), set by tw_config_init */
     uint32_t tick_us;   /* tick length in µs; default 1000 (skynet: 10000) */
-    int lock;           /* enum tw_lock_kind; default TW_LOCK_SPIN */
+    int lock;           /* enum tw_lock_kind; default TW_LOCK_ADAPTIVE */
     int clock;          /* enum tw_clock_kind; ignored when clock_fn is set */
     tw_clock_fn *clock_fn;      /* optional clock (fake clocks, simulation) */
     void *clock_context;        /* passed to clock_fn */
@@ -139,7 +139,10 @@ struct tw_stats {
     uint64_t rebases;         /* clock went backwards: reference re-based */
     uint64_t next_expiry_exact; /* ticks to the earliest pending timer, always
                                    exact (tw_next_expiry may answer earlier);
-                                   TW_NEVER when none. Reads one slot. */
+                                   TW_NEVER when none. In tw_next_expiry's
+                                   early case this reads that slot, under
+                                   the lock: O(timers in it), up to ~1 ms
+                                   with 1M timers in one slot. */
 };
 
 /* ---- re-entrancy ---------------------------------------------------------
@@ -287,13 +290,15 @@ TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
 /* Ticks until the earliest pending timer is due: 0 when one is due now,
  * TW_NEVER when nothing is pending or the wheel is NULL. O(1) in every case
  * (a few bitmap words and one cached value). Never later than the earliest
- * timer, and exact except in one case: the earliest timer is in an upper
- * level (256 ticks away or more), the timer that was the earliest of its
- * slot has since been cancelled or rescheduled, and that slot holds more
- * than 32 entries. Then the answer is that departed timer's tick: a waiter
- * wakes early once, finds nothing due, and the next answer is exact (the
- * slot has been cascaded by then). Never 0 unless something is due. For an
- * always-exact figure, see tw_stats.next_expiry_exact. Thread-safe. */
+ * timer, and exact except in one case: the earliest timer sits in an
+ * upper-level slot (outside the current 256-tick window, though possibly
+ * fewer than 256 ticks away), the timer that was the earliest of that slot
+ * has since been cancelled or rescheduled, and the slot still holds more
+ * than 32 pending timers. Then the answer is that departed timer's tick: a
+ * waiter wakes early once, finds nothing due, and the next answer is exact
+ * (the slot has been cascaded by then). Never 0 unless something is due.
+ * For an always-exact figure, see tw_stats.next_expiry_exact (which may
+ * read a whole slot). Thread-safe. */
 TW_EXPORT uint64_t tw_next_expiry(tw_wheel *wheel);
 
 /* Milliseconds until the earliest timer is due by the wheel's clock, rounded
@@ -329,7 +334,8 @@ TW_EXPORT uint32_t tw_tick_us(tw_wheel *wheel);
 
 /* Fills *stats up to stats->size bytes: O(slots), as the pending counts per
  * level are summed from the 514 queues here rather than kept up to date by
- * every add, move and cancel. Returns 0, or -EINVAL for NULL arguments or a
+ * every add, move and cancel; plus one slot's read for next_expiry_exact
+ * in tw_next_expiry's early case (see there). Returns 0, or -EINVAL for NULL arguments or a
  * size smaller than 8. Thread-safe. */
 TW_EXPORT int tw_get_stats(tw_wheel *wheel, struct tw_stats *stats);
 
