@@ -1657,6 +1657,10 @@ static void teardown(tw_wheel *w)
      * popping queue heads keeps that safe. */
     for (list = 0; list < LIST_COUNT; list++) {
         while ((index = pop_live(w, list, NULL)) != NIL) {
+            /* only here does pop_live take from a level slot: keep its
+             * least tick true for tw_next_expiry and tw_check in hooks */
+            if (list >= LIST_LEVEL0 && list < LIST_SLOTS)
+                forget_least(w, list - LIST_LEVEL0, node_at(w, index)->expire);
             w->live--;
             finish_node(w, index);
         }
@@ -2106,7 +2110,8 @@ TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
     s.rescheduled = w->rescheduled;
     s.cascaded = w->cascaded;
     s.rebases = w->rebases;
-    s.next_expiry_exact = next_expiry_locked(w, 1);
+    if (size >= offsetof(struct tw_stats, next_expiry_exact) + sizeof s.next_expiry_exact)
+        s.next_expiry_exact = next_expiry_locked(w, 1); /* may read a slot */
     unlock(w);
     memcpy(stats, &s, size);
     return 0;

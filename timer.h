@@ -289,7 +289,8 @@ TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
 
 /* Ticks until the earliest pending timer is due: 0 when one is due now,
  * TW_NEVER when nothing is pending or the wheel is NULL. O(1) in every case
- * (a few bitmap words and one cached value). Never later than the earliest
+ * (a few bitmap words and one cached value, or a re-read of a slot holding
+ * at most 32 timers). Never later than the earliest
  * timer, and exact except in one case: the earliest timer sits in an
  * upper-level slot (outside the current 256-tick window, though possibly
  * fewer than 256 ticks away), the timer that was the earliest of that slot

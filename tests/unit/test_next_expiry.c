@@ -145,6 +145,45 @@ static void test_small_wheel_churn_stays_exact(void **state)
     CHECK(w);
 }
 
+/* tw_destroy releases pending timers one by one, also out of upper-level
+ * slots; a release hook that looks at the wheel meanwhile must find it
+ * consistent and the answer never later than what is left (it was left
+ * claiming the released timer's tick as exact, and tw_check failed). */
+static tw_wheel *hook_wheel;
+static int hook_checks_failed, hook_calls;
+static uint64_t hook_answers[4];
+
+static void check_in_release(void *user_data)
+{
+    (void)user_data;
+    if (tw_check(hook_wheel) != 0)
+        hook_checks_failed++;
+    if (hook_calls < 4)
+        hook_answers[hook_calls] = tw_next_expiry(hook_wheel);
+    hook_calls++;
+}
+
+static void test_destroy_hooks_see_true_least(void **state)
+{
+    (void)state;
+    struct tw_config c;
+    tw_config_init(&c);
+    c.lock = TW_LOCK_NONE;
+    hook_wheel = tw_create(&c);
+    assert_non_null(hook_wheel);
+    hook_checks_failed = hook_calls = 0;
+    for (int i = 0; i < 3; i++) /* one level-1 slot */
+        assert_int_not_equal(tw_add_ex(hook_wheel, 40000 + (uint64_t)i, 0, rec_cb,
+                                       check_in_release, TAG(i)), 0);
+    assert_int_equal(tw_destroy(hook_wheel), 0);
+    assert_int_equal(hook_calls, 3);
+    assert_int_equal(hook_checks_failed, 0);
+    /* while the first two hooks run, 40001 then 40002 are left */
+    assert_int_equal(hook_answers[0], 40001);
+    assert_int_equal(hook_answers[1], 40002);
+    assert_int_equal(hook_answers[2], TW_NEVER);
+}
+
 /* tw_timeout_ms follows the O(1) answer: with a fake clock and 1 ms ticks
  * it is that answer in milliseconds, early case included. */
 struct fake_clock {
@@ -189,6 +228,7 @@ int main(void)
         T(test_earliest_moved_later),
         T(test_small_slot_stays_exact),
         T(test_small_wheel_churn_stays_exact),
+        T(test_destroy_hooks_see_true_least),
         T(test_timeout_ms_follows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
