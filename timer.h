@@ -290,8 +290,8 @@ TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
 /* Ticks until the earliest pending timer is due: 0 when one is due now,
  * TW_NEVER when nothing is pending or the wheel is NULL. O(1) in every case
  * (a few bitmap words and one cached value, or a re-read of a slot holding
- * at most 32 timers). Never later than the earliest
- * timer, and exact except in one case: the earliest timer sits in an
+ * at most 32 timers). Never later than the earliest timer, and exact
+ * except in one case: the earliest timer sits in an
  * upper-level slot (outside the current 256-tick window, though possibly
  * fewer than 256 ticks away), the timer that was the earliest of that slot
  * has since been cancelled or rescheduled, and the slot still holds more
@@ -336,7 +336,8 @@ TW_EXPORT uint32_t tw_tick_us(tw_wheel *wheel);
 /* Fills *stats up to stats->size bytes: O(slots), as the pending counts per
  * level are summed from the 514 queues here rather than kept up to date by
  * every add, move and cancel; plus one slot's read for next_expiry_exact
- * in tw_next_expiry's early case (see there). Returns 0, or -EINVAL for NULL arguments or a
+ * in tw_next_expiry's early case (see there), skipped when stats->size
+ * stops short of that field. Returns 0, or -EINVAL for NULL arguments or a
  * size smaller than 8. Thread-safe. */
 TW_EXPORT int tw_get_stats(tw_wheel *wheel, struct tw_stats *stats);
 
