@@ -208,6 +208,41 @@ static void test_two_periodics_same_grid(void **state)
     drop(w);
 }
 
+/* A periodic timer made due by a callback waits on the due list with its
+ * due tick kept to 46 bits; the next call runs its missed firings from
+ * there. Made due at 2^46 - 16 and caught up at 2^46 + 16, it must fire at
+ * -16, -9, -2, +5, +12 around the 2^46 boundary: the due tick is rebuilt
+ * from the current epoch and moved back one epoch when that lands ahead of
+ * now (without that step it fired once and its grid moved). */
+#define EPOCH46 (UINT64_C(1) << 46)
+
+static void add_periodic_now(tw_wheel *w, tw_id id, void *user_data)
+{
+    (void)id;
+    (void)user_data;
+    rec_push(w, id, TAG(1));
+    assert_int_not_equal(tw_add_periodic(w, 0, 7, rec_cb, TAG(2)), 0);
+}
+
+static void test_catch_up_across_epoch46(void **state)
+{
+    (void)state;
+    tw_wheel *w = new_wheel(EPOCH46 - 17);
+    assert_int_not_equal(tw_add(w, 1, add_periodic_now, NULL), 0);
+    assert_int_equal(tw_advance(w, 1 + 0x20), 1); /* adds P, due now */
+    assert_int_equal(tw_now(w), EPOCH46 + 16);
+    CHECK(w);
+    assert_int_equal(tw_advance(w, 0), 5);
+    ASSERT_NFIRES(6);
+    ASSERT_FIRE(0, EPOCH46 - 16, 1);
+    /* firings already due run with tw_now() at the call's start */
+    for (int i = 0; i < 5; i++)
+        ASSERT_FIRE(1 + i, EPOCH46 + 16, 2);
+    assert_int_equal(tw_next_expiry(w), 19 - 16); /* the grid held */
+    CHECK(w);
+    drop(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -220,6 +255,7 @@ int main(void)
         T(test_rearm_is_insertion),
         T(test_intervals_at_every_level),
         T(test_two_periodics_same_grid),
+        T(test_catch_up_across_epoch46),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
