@@ -1876,17 +1876,17 @@ static int64_t expire(tw_wheel *w, int timer_thread)
     clock = read_clock(w);
     acquire(w, 1);
     if (clock < w->last_clock_us) {
+        /* Re-based at the current tick: no tick passes, but timers already
+         * due run, as delay 0 promises for every call. */
         w->base_us = w->last_clock_us = clock;
         w->base_tick = w->now;
         w->rebases++;
-        w->driving = w->timer_thread_driving = 0;
-        unlock(w);
-        end_drive_claim(w);
-        return 0;
+        return drive(w, w->now);
     }
     w->last_clock_us = clock;
     elapsed = (clock - w->base_us) / w->tick_us;
     if (elapsed > TW_MAX_TICK - w->base_tick) {
+        /* the one call that runs nothing, not even timers already due */
         w->driving = w->timer_thread_driving = 0;
         unlock(w);
         end_drive_claim(w);

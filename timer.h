@@ -273,10 +273,12 @@ TW_EXPORT uint64_t tw_gettime(void);
 /* Reads the wheel's clock, turns the time elapsed since the wheel's reference
  * point into whole ticks (the remainder carries over: no drift), advances to
  * that tick and runs every due callback. A clock that went backwards re-bases
- * the reference point at the current tick and runs nothing. Returns the
- * number of callbacks run, -EINVAL for NULL, -EBUSY when the wheel is already
- * being driven (from a callback, or by another thread), -ERANGE past
- * TW_MAX_TICK. Call from one driving thread at a time. */
+ * the reference point at the current tick: no tick passes, and only timers
+ * already due (delay 0) run. Returns the number of callbacks run, -EINVAL
+ * for NULL, -EBUSY when the wheel is already being driven (from a callback,
+ * or by another thread), -ERANGE past TW_MAX_TICK (then nothing runs, not
+ * even timers already due: the one exception to delay 0's promise). Call
+ * from one driving thread at a time. */
 TW_EXPORT int64_t tw_expire(tw_wheel *wheel);
 
 /* Advances the wheel by `ticks` without a clock (frame-driven games,

@@ -398,7 +398,7 @@ int64_t model_expire(struct model *m)
         m->base_tick = m->now;
         m->last_us = us;
         m->stats.rebases++;
-        return 0;
+        return model_advance(m, 0); /* no tick passes; due timers run */
     }
     m->last_us = us;
     uint64_t ticks = (us - m->base_us) / m->config.tick_us;

@@ -1,6 +1,7 @@
 /* tw_expire with a fake clock (clock_fn): whole ticks from the reference
  * point taken at tw_create, remainders carried over (no drift), a clock
- * going backwards re-bases and runs nothing, a clock behind tw_advance
+ * going backwards re-bases and runs only timers already due (delay 0),
+ * -ERANGE past TW_MAX_TICK runs nothing, a clock behind tw_advance
  * moves nothing, tw_timeout_ms rounding, and tw_gettime. */
 #include "helpers.h"
 
@@ -136,18 +137,18 @@ static void test_backwards_clock_rebases(void **state)
     assert_int_not_equal(tw_add(w, 0, rec_cb, TAG(1)), 0);
     assert_int_not_equal(tw_add(w, 5, rec_cb, TAG(2)), 0);
 
-    clk.us = base + 5000; /* 5.5 ms backwards */
-    assert_int_equal(tw_expire(w), 0);
-    ASSERT_NFIRES(0);
+    clk.us = base + 5000; /* 5.5 ms backwards: no tick, delay 0 still runs */
+    assert_int_equal(tw_expire(w), 1);
+    ASSERT_NFIRES(1);
+    ASSERT_FIRE(0, 10, 1);
     assert_int_equal(tw_now(w), 10);
-    assert_int_equal(tw_count(w), 2);
+    assert_int_equal(tw_count(w), 1);
     assert_int_equal(get_stats(w).rebases, 1);
     CHECK(w);
 
     /* New reference: (base + 5000 us, tick 10). */
     clk.us = base + 5000 + 4999;
-    assert_int_equal(tw_expire(w), 1);
-    ASSERT_FIRE(0, 10, 1);
+    assert_int_equal(tw_expire(w), 0);
     assert_int_equal(tw_now(w), 14);
     clk.us += 1;
     assert_int_equal(tw_expire(w), 1);
@@ -198,8 +199,11 @@ static void test_expire_past_max_tick(void **state)
     assert_int_equal(tw_expire(w), 0);
     assert_int_equal(tw_now(w), TW_MAX_TICK);
     clk.us = 10000;
+    assert_int_not_equal(tw_add(w, 0, rec_cb, TAG(1)), 0);
     assert_int_equal(tw_expire(w), -ERANGE);
     assert_int_equal(tw_now(w), TW_MAX_TICK);
+    ASSERT_NFIRES(0); /* the documented exception: nothing runs */
+    assert_int_equal(tw_advance(w, 0), 1); /* the next call that can run it */
     CHECK(w);
     drop(w);
 }
