@@ -1385,6 +1385,8 @@ static void gen_config(struct prog_config *c, struct rng *r, enum scenario sc)
         c->start_tick = (UINT64_C(1) << (8 + 6 * below(r, 5))) - below(r, 4);
         break;
     }
+    if (below(r, 8) == 0) /* a 2^46-tick epoch: the due queues' tick bits */
+        c->start_tick = (1 + below(r, 4)) * (UINT64_C(1) << 46) - 1 - below(r, 600);
     if (below(r, 20) == 0) /* the end of time: -ERANGE */
         c->start_tick = TW_MAX_TICK - below(r, UINT64_C(1) << (10 + below(r, 26)));
     if (sc == SC_WRAP)
@@ -1520,7 +1522,7 @@ void program_from_bytes(struct program *p, const uint8_t *data, size_t size,
     struct bytes b = {data, size};
     program_init(p);
     unsigned c = (unsigned)take(&b, 1);
-    switch (c % 7) {
+    switch (c % 8) {
     case 0:
         p->cfg.start_tick = 0;
         break;
@@ -1538,6 +1540,9 @@ void program_from_bytes(struct program *p, const uint8_t *data, size_t size,
         break;
     case 5:
         p->cfg.start_tick = (1 + take(&b, 1)) * (UINT64_C(1) << 32) - take(&b, 1);
+        break;
+    case 6: /* a 2^46-tick epoch: the due queues keep 46 bits of a tick */
+        p->cfg.start_tick = (1 + take(&b, 1) % 4) * (UINT64_C(1) << 46) - 1 - take(&b, 2) % 1024;
         break;
     default:
         p->cfg.start_tick = TW_MAX_TICK - take(&b, 5);
