@@ -608,8 +608,8 @@ template <class S> void phase_b(S &s, const data &d, bool keep, const options &o
 //   far_loop         an epoll-style iteration: advance(1) + next_expiry();
 //   churn_step       the earliest timer moves to the back (reschedule),
 //                    then next_expiry (requests answered oldest first);
-//   churn_next_expiry  churn_step minus the same steps without next_expiry,
-//                    in alternating blocks;
+//   churn_next_expiry  one next_expiry call on the wheel those steps left
+//                    (its earliest slot lost its earliest timers);
 //   bytes_per_timer_resched  bytes held per timer after every timer was
 //                    rescheduled once more (N reschedules).
 // A structure whose next_expiry is a lower bound (S::exact_next_expiry is
@@ -618,7 +618,7 @@ template <class S> void phase_b(S &s, const data &d, bool keep, const options &o
 constexpr uint32_t FAR_MIN = 30000, FAR_SPAN = 30000;
 constexpr uint64_t FAR_LOOP_TICKS = FAR_MIN - 1;
 constexpr uint64_t FAR_LOOP_BUDGET_NS = 1500000000; // a scanning structure stops early
-constexpr size_t CHURN_STEPS = 40000, CHURN_BLOCK = 250;
+constexpr size_t CHURN_STEPS = 40000, CHURN_BLOCK = 250; // steps, checked every block
 
 
 template <class S> void check_next(const S &s, uint64_t got, uint64_t want, const char *where)
@@ -626,6 +626,25 @@ template <class S> void check_next(const S &s, uint64_t got, uint64_t want, cons
     bool ok = exact_next(s) ? got == want : got <= want && got > 0;
     if (!ok)
         die("%s: %s: next_expiry %" PRIu64 ", exact %" PRIu64, s.name, where, got, want);
+}
+
+// ns per next_expiry call: the fastest of three batches of QUERIES (a
+// scanning structure's batch stops early).
+template <class S> double query_batches(S &s)
+{
+    double best = 1e300;
+    for (int batch = 0; batch < 3; batch++) {
+        uint64_t a = now_ns(), acc = 0, b = a;
+        int q = 0;
+        while (q < QUERIES && b - a < FAR_LOOP_BUDGET_NS / 8) {
+            for (int i = 0; i < 16; i++, q++)
+                acc += s.next_expiry();
+            b = now_ns();
+        }
+        best = std::min(best, (double)(b - a) / q);
+        g_sink = g_sink + acc;
+    }
+    return best;
 }
 
 template <class S> void phase_far(S &s, size_t n, bool keep)
@@ -650,19 +669,8 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
 
     // next-expiry with every timer far away
     uint64_t want = delay[order[0]];
-    double far_next = 1e300;
     check_next(s, s.next_expiry(), want, "far");
-    for (int batch = 0; batch < 3; batch++) {
-        uint64_t a = now_ns(), acc = 0, b = a;
-        int q = 0;
-        while (q < QUERIES && b - a < FAR_LOOP_BUDGET_NS / 8) {
-            for (int i = 0; i < 16; i++, q++)
-                acc += s.next_expiry();
-            b = now_ns();
-        }
-        far_next = std::min(far_next, (double)(b - a) / q);
-        g_sink = g_sink + acc;
-    }
+    double far_next = query_batches(s);
 
     // the event loop's iteration: nothing fires in these ticks
     uint64_t t0 = now_ns(), acc = 0, ticks = 0;
@@ -682,35 +690,23 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
     // earliest-timer churn: time stands still; each step sends the earliest
     // timer behind all others, so the next one in `order` becomes earliest
     size_t steps = std::min(CHURN_STEPS, n - 1), k = 0;
-    uint64_t with_ns = 0, without_ns = 0, with_steps = 0, without_steps = 0;
     uint64_t churn_start = now_ns();
-    for (int block = 0; k < steps; block++) {
-        if ((block & 1) == 0 && now_ns() - churn_start > FAR_LOOP_BUDGET_NS)
-            break; // a scanning structure: enough blocks of both kinds
-        size_t begin = k, end = std::min(steps, k + CHURN_BLOCK);
-        bool query = block & 1;
-        uint64_t a = now_ns();
-        if (query) {
-            for (; k < end; k++) {
-                uint32_t i = order[k];
-                s.reschedule(h[i], FAR_MIN + FAR_SPAN + (k & 1023), arg_of(i));
-                acc += s.next_expiry();
-            }
-        } else {
-            for (; k < end; k++) {
-                uint32_t i = order[k];
-                s.reschedule(h[i], FAR_MIN + FAR_SPAN + (k & 1023), arg_of(i));
-            }
+    while (k < steps) {
+        if (now_ns() - churn_start > FAR_LOOP_BUDGET_NS)
+            break; // a scanning structure: enough steps
+        size_t end = std::min(steps, k + CHURN_BLOCK);
+        for (; k < end; k++) {
+            uint32_t i = order[k];
+            s.reschedule(h[i], FAR_MIN + FAR_SPAN + (k & 1023), arg_of(i));
+            acc += s.next_expiry();
         }
-        uint64_t b = now_ns();
-        (query ? with_ns : without_ns) += b - a;
-        (query ? with_steps : without_steps) += end - begin;
-        uint64_t exact = delay[order[k]] - ticks;
-        check_next(s, s.next_expiry(), exact, "earliest-timer churn");
+        check_next(s, s.next_expiry(), delay[order[k]] - ticks, "earliest-timer churn");
     }
+    double step = (double)(now_ns() - churn_start) / (double)k;
     g_sink = g_sink + acc;
-    double step_with = (double)with_ns / (double)with_steps;
-    double step_without = (double)without_ns / (double)without_steps;
+    // next-expiry on the churned wheel: its earliest slot lost its earliest
+    // timers (for twheel, the slot's least tick is stale)
+    double churn_next = query_batches(s);
 
     // every timer rescheduled once more: what stale state costs in memory
     for (size_t i = 0; i < n; i++)
@@ -721,8 +717,8 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
     if (keep) {
         record(s.name, n, "far_next_expiry", far_next);
         record(s.name, n, "far_loop", loop);
-        record(s.name, n, "churn_step", step_with);
-        record(s.name, n, "churn_next_expiry", std::max(0.0, step_with - step_without));
+        record(s.name, n, "churn_step", step);
+        record(s.name, n, "churn_next_expiry", churn_next);
         record(s.name, n, "bytes_per_timer_resched", (double)bytes_resched / (double)n);
     }
 }
@@ -737,10 +733,12 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
 
 const char *const count_stages[] = {"start", "add", "next_expiry", "cancel",
                                     "reschedule", "expire", "far_setup",
-                                    "far_next_expiry", "hb_setup", "heartbeat"};
+                                    "far_next_expiry", "far_churn", "churn_next_expiry",
+                                    "hb_setup", "heartbeat"};
 constexpr int COUNTED_QUERIES = 10000;
 constexpr int COUNTED_FAR_QUERIES = 100; // skynet's scans a slot per call
 constexpr size_t COUNTED_HEARTBEATS = 1000000;
+constexpr size_t COUNTED_CHURN = 10000;
 
 template <class S> void count_run(S &s, const data &d, const std::string &stop)
 {
@@ -787,9 +785,17 @@ template <class S> void count_run(S &s, const data &d, const std::string &stop)
     s.destroy();
     // every timer far away: next-expiry answers from an upper-level slot
     splitmix r(SEED ^ 0xfa7 ^ d.n);
+    std::vector<uint32_t> far(d.n), order(d.n);
+    for (size_t i = 0; i < d.n; i++) {
+        far[i] = FAR_MIN + r.below(FAR_SPAN);
+        order[i] = (uint32_t)i;
+    }
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+        return far[a] != far[b] ? far[a] < far[b] : a < b;
+    });
     s.create();
     for (size_t i = 0; i < d.n; i++)
-        h[i] = s.add(FAR_MIN + r.below(FAR_SPAN), arg_of(i));
+        h[i] = s.add(far[i], arg_of(i));
     ops = 0;
     stage_done("far_setup");
     for (int q = 0; q < COUNTED_FAR_QUERIES; q++)
@@ -797,6 +803,16 @@ template <class S> void count_run(S &s, const data &d, const std::string &stop)
     g_sink = g_sink + acc;
     ops = COUNTED_FAR_QUERIES;
     stage_done("far_next_expiry");
+    // earliest-timer churn, then next-expiry on the wheel it left
+    for (size_t k = 0; k < COUNTED_CHURN && k + 1 < d.n; k++)
+        s.reschedule(h[order[k]], FAR_MIN + FAR_SPAN + (k & 1023), arg_of(order[k]));
+    ops = 0;
+    stage_done("far_churn");
+    for (int q = 0; q < COUNTED_FAR_QUERIES; q++)
+        acc += s.next_expiry();
+    g_sink = g_sink + acc;
+    ops = COUNTED_FAR_QUERIES;
+    stage_done("churn_next_expiry");
     s.destroy();
 
     // heartbeat, as in workload B: N/2 connections at random stages
@@ -1219,8 +1235,8 @@ void print_tables(const options &opt, const std::vector<std::string> &structs)
         std::printf("\nfar-away timers: N timers due in [%u, %u) ticks. next-exp: one "
                     "call; loop iter: advance(1) + next_expiry(), nothing due; churn "
                     "step: the earliest timer is rescheduled behind all others, then "
-                    "next_expiry(); churn n-e: that step minus the same step without "
-                    "next_expiry(); B/t resch: bytes per timer after every timer was "
+                    "next_expiry(); churn n-e: one next_expiry() call on the wheel those "
+                    "steps left; B/t resch: bytes per timer after every timer was "
                     "rescheduled once more (N reschedules). ns per operation, median.\n",
                     FAR_MIN, FAR_MIN + FAR_SPAN);
         print_table(opt, structs, far_cols);
