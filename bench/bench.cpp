@@ -2,7 +2,7 @@
 // run. See bench/README.md for the workloads, the output and the command lines.
 //
 // Every structure sits behind the same small interface (add(delay) -> handle,
-// cancel, reschedule, advance(ticks), next_expiry, bytes) and runs the same
+// cancel, reschedule, advance(ticks), next_expiry) and runs the same
 // timers: delays and orders come from a fixed-seed PRNG, shared by all. The
 // harness checks that every structure fires the same (timer, tick) pairs, so a
 // broken baseline cannot look fast.
@@ -109,7 +109,6 @@ struct heap_binary_s {
     int reschedule(handle &t, uint64_t d, void *) { return hb_reschedule(h, t, d); }
     void advance(uint64_t ticks) { hb_advance(h, ticks); }
     uint64_t next_expiry() { return hb_next_expiry(h); }
-    int64_t bytes() { return hb_bytes(h); }
 };
 
 struct heap_quad_s {
@@ -124,7 +123,6 @@ struct heap_quad_s {
     int reschedule(handle &t, uint64_t d, void *) { return hq_reschedule(h, t, d); }
     void advance(uint64_t ticks) { hq_advance(h, ticks); }
     uint64_t next_expiry() { return hq_next_expiry(h); }
-    int64_t bytes() { return hq_bytes(h); }
 };
 
 struct tree_map_s {
@@ -139,7 +137,6 @@ struct tree_map_s {
     int reschedule(handle &t, uint64_t d, void *) { return m->reschedule(t, d); }
     void advance(uint64_t ticks) { m->advance(ticks); }
     uint64_t next_expiry() { return m->next_expiry(); }
-    int64_t bytes() { return m->bytes(); }
 };
 
 struct skynet_s {
@@ -159,7 +156,6 @@ struct skynet_s {
     }
     void advance(uint64_t ticks) { sk_advance(T, ticks); }
     uint64_t next_expiry() { return sk_next_expiry(T); }
-    int64_t bytes() { return sk_bytes(T); }
 };
 
 // timeout.c's records belong to the caller (a connection embeds its own);
@@ -514,15 +510,52 @@ template <class S> void phase_a(S &s, const data &d, bool keep, const options &)
 
 // ---- workload B: cancel half, reschedule the rest, heartbeat, drain -----------------
 
+// One record per timer, as a server keeps the handle in its connection.
+template <class H> struct conn {
+    H h;
+    uint8_t state; // heartbeat: 0 dead, 1..21 alive with state-1 reschedules done
+};
+
+// Heartbeat: each connection is at a random stage of its life (add, 20
+// reschedules, cancel, then a new connection on that slot). Each of `ops`
+// steps picks one of `live` connections (c[slot[j]]) at random and does its
+// next operation; the driver advances one tick every live/1024 steps, so a
+// connection is touched about every 1024 ticks while delays are uniform in
+// [1, 60000]; a timer that fires ends its connection (the next step on it
+// adds a new one, see fire()).
+template <class S>
+void heartbeat_steps(S &s, std::vector<conn<typename S::handle>> &c,
+                     const uint32_t *slot, size_t live, size_t ops, uint64_t seed)
+{
+    size_t per_tick = std::max<size_t>(1, live / 1024), tick_ctr = 0;
+    splitmix r(seed);
+    for (size_t k = 0; k < ops; k++) {
+        uint64_t x = r.next();
+        uint32_t i = slot[((x & 0xffffffffu) * live) >> 32];
+        uint32_t delay = 1 + (uint32_t)(((x >> 32) * MAX_DELAY) >> 32);
+        conn<typename S::handle> &cc = c[i];
+        if (cc.state == 0) {
+            cc.h = s.add(delay, arg_of(i));
+            cc.state = 1;
+        } else if (cc.state <= HB_RESCHEDULES) {
+            s.reschedule(cc.h, delay, arg_of(i));
+            cc.state++;
+        } else {
+            s.cancel(cc.h);
+            cc.state = 0;
+        }
+        if (++tick_ctr == per_tick) {
+            tick_ctr = 0;
+            g_tick++;
+            s.advance(1);
+        }
+    }
+}
+
 template <class S> void phase_b(S &s, const data &d, bool keep, const options &opt)
 {
     const size_t n = d.n, half = n / 2, live = n - half;
-    // one record per timer, as a server keeps the handle in its connection
-    struct conn {
-        typename S::handle h;
-        uint8_t state; // heartbeat: 0 dead, 1..21 alive with state-1 reschedules done
-    };
-    std::vector<conn> c(n);
+    std::vector<conn<typename S::handle>> c(n);
     int64_t heap0 = heap_in_use();
     s.create();
     g_tick = 0;
@@ -544,42 +577,15 @@ template <class S> void phase_b(S &s, const data &d, bool keep, const options &o
         die("%s: %" PRIu64 " of %zu cancels/reschedules succeeded", s.name, rc, n);
     int64_t bytes_after = heap_in_use() - heap0;
 
-    // Heartbeat: each survivor is a connection at a random stage of its life
-    // (add, 20 reschedules, cancel, then a new connection on that slot). Each
-    // step picks a random connection and does its next operation; the driver
-    // advances one tick every live/1024 steps, so a connection is touched
-    // about every 1024 ticks while delays are uniform in [1, 60000]; a timer
-    // that fires ends its connection (the next step on it adds a new one).
+    // Heartbeat on the survivors (see heartbeat_steps)
     const uint32_t *slot = d.perm.data() + half;
     for (size_t j = 0; j < live; j++)
         c[slot[j]].state = d.hb_state[j];
     g_state = &c[0].state;
-    g_state_stride = sizeof(conn);
+    g_state_stride = sizeof c[0];
     size_t ops = std::min(live * (HB_RESCHEDULES + 2), opt.hb_cap);
-    size_t per_tick = std::max<size_t>(1, live / 1024), tick_ctr = 0;
-    splitmix r(SEED + n);
     uint64_t t3 = now_ns();
-    for (size_t k = 0; k < ops; k++) {
-        uint64_t x = r.next();
-        uint32_t i = slot[((x & 0xffffffffu) * live) >> 32];
-        uint32_t delay = 1 + (uint32_t)(((x >> 32) * MAX_DELAY) >> 32);
-        conn &cc = c[i];
-        if (cc.state == 0) {
-            cc.h = s.add(delay, arg_of(i));
-            cc.state = 1;
-        } else if (cc.state <= HB_RESCHEDULES) {
-            s.reschedule(cc.h, delay, arg_of(i));
-            cc.state++;
-        } else {
-            s.cancel(cc.h);
-            cc.state = 0;
-        }
-        if (++tick_ctr == per_tick) {
-            tick_ctr = 0;
-            g_tick++;
-            s.advance(1);
-        }
-    }
+    heartbeat_steps(s, c, slot, live, ops, SEED + n);
     uint64_t t4 = now_ns();
     g_state = nullptr;
     for (uint64_t end = g_tick + MAX_DELAY; g_tick < end;) {
@@ -621,6 +627,27 @@ constexpr uint64_t FAR_LOOP_BUDGET_NS = 1500000000; // a scanning structure stop
 constexpr size_t CHURN_STEPS = 40000, CHURN_BLOCK = 250; // steps, checked every block
 
 
+// N far-away delays, and the timers' indices ordered by due tick (then
+// index): order[k] is the earliest timer once the k before it have gone.
+struct far_input {
+    std::vector<uint32_t> delay, order;
+};
+
+far_input make_far(splitmix &r, size_t n)
+{
+    far_input f;
+    f.delay.resize(n);
+    f.order.resize(n);
+    for (size_t i = 0; i < n; i++) {
+        f.delay[i] = FAR_MIN + r.below(FAR_SPAN);
+        f.order[i] = (uint32_t)i;
+    }
+    std::sort(f.order.begin(), f.order.end(), [&](uint32_t a, uint32_t b) {
+        return f.delay[a] != f.delay[b] ? f.delay[a] < f.delay[b] : a < b;
+    });
+    return f;
+}
+
 template <class S> void check_next(const S &s, uint64_t got, uint64_t want, const char *where)
 {
     bool ok = exact_next(s) ? got == want : got <= want && got > 0;
@@ -650,14 +677,8 @@ template <class S> double query_batches(S &s)
 template <class S> void phase_far(S &s, size_t n, bool keep)
 {
     splitmix r(SEED ^ 0xfa7 ^ n);
-    std::vector<uint32_t> delay(n), order(n);
-    for (size_t i = 0; i < n; i++) {
-        delay[i] = FAR_MIN + r.below(FAR_SPAN);
-        order[i] = (uint32_t)i;
-    }
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-        return delay[a] != delay[b] ? delay[a] < delay[b] : a < b;
-    });
+    const far_input far = make_far(r, n);
+    const std::vector<uint32_t> &delay = far.delay, &order = far.order;
     std::vector<typename S::handle> h(n);
     int64_t heap0 = heap_in_use();
     s.create();
@@ -788,17 +809,11 @@ template <class S> void count_run(S &s, const data &d, const std::string &stop)
     s.destroy();
     // every timer far away: next-expiry answers from an upper-level slot
     splitmix r(SEED ^ 0xfa7 ^ d.n);
-    std::vector<uint32_t> far(d.n), order(d.n);
-    for (size_t i = 0; i < d.n; i++) {
-        far[i] = FAR_MIN + r.below(FAR_SPAN);
-        order[i] = (uint32_t)i;
-    }
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-        return far[a] != far[b] ? far[a] < far[b] : a < b;
-    });
+    const far_input far = make_far(r, d.n);
+    const std::vector<uint32_t> &order = far.order;
     s.create();
     for (size_t i = 0; i < d.n; i++)
-        h[i] = s.add(far[i], arg_of(i));
+        h[i] = s.add(far.delay[i], arg_of(i));
     const int far_queries = std::strcmp(s.name, "skynet") == 0 ? COUNTED_FAR_QUERIES_SCANNING
                                                                 : COUNTED_FAR_QUERIES;
     ops = 0;
@@ -821,45 +836,21 @@ template <class S> void count_run(S &s, const data &d, const std::string &stop)
     s.destroy();
 
     // heartbeat, as in workload B: N/2 connections at random stages
-    struct conn {
-        typename S::handle h;
-        uint8_t state;
-    };
     const size_t live = d.n - d.n / 2;
-    std::vector<conn> c(live);
+    std::vector<conn<typename S::handle>> c(live);
+    std::vector<uint32_t> slot(live);
     s.create();
     g_tick = 0;
     for (size_t j = 0; j < live; j++) {
         c[j].h = s.add(d.delay[j], arg_of(j));
         c[j].state = d.hb_state[j];
+        slot[j] = (uint32_t)j;
     }
     g_state = &c[0].state;
-    g_state_stride = sizeof(conn);
+    g_state_stride = sizeof c[0];
     ops = 0;
     stage_done("hb_setup");
-    const size_t per_tick = std::max<size_t>(1, live / 1024);
-    splitmix hr(SEED + d.n);
-    for (size_t k = 0, tick_ctr = 0; k < COUNTED_HEARTBEATS; k++) {
-        uint64_t x = hr.next();
-        uint32_t i = (uint32_t)(((x & 0xffffffffu) * live) >> 32);
-        uint32_t delay = 1 + (uint32_t)(((x >> 32) * MAX_DELAY) >> 32);
-        conn &cc = c[i];
-        if (cc.state == 0) {
-            cc.h = s.add(delay, arg_of(i));
-            cc.state = 1;
-        } else if (cc.state <= HB_RESCHEDULES) {
-            s.reschedule(cc.h, delay, arg_of(i));
-            cc.state++;
-        } else {
-            s.cancel(cc.h);
-            cc.state = 0;
-        }
-        if (++tick_ctr == per_tick) {
-            tick_ctr = 0;
-            g_tick++;
-            s.advance(1);
-        }
-    }
+    heartbeat_steps(s, c, slot.data(), live, COUNTED_HEARTBEATS, SEED + d.n);
     ops = COUNTED_HEARTBEATS;
     stage_done("heartbeat");
     g_state = nullptr;

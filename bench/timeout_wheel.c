@@ -21,8 +21,7 @@
 #include "timeout_wheel.h"
 
 #include <stddef.h>
-
-#include "bench_alloc.h"
+#include <stdlib.h>
 
 #define LEVEL_BITS 6
 #define LEVELS 4
@@ -37,7 +36,6 @@ struct tc_wheel {
     uint64_t occupied[LEVELS];          /* bit s set iff slot[L][s] non-empty */
     uint64_t now;
     uint64_t count;
-    int64_t bytes;
 };
 
 /* Circular doubly linked lists with a sentinel head: no NULL tests on the
@@ -128,24 +126,19 @@ static void detach(tc_wheel *w, struct tc_timeout *t)
 
 tc_wheel *tc_create(void)
 {
-    int64_t bytes = 0;
-    tc_wheel *w = (tc_wheel *)ca_calloc(&bytes, sizeof *w);
+    tc_wheel *w = (tc_wheel *)calloc(1, sizeof *w);
     if (!w)
         return NULL;
     for (unsigned l = 0; l < LEVELS; l++)
         for (unsigned s = 0; s < SLOTS; s++)
             list_init(&w->slot[l][s]);
     list_init(&w->expired);
-    w->bytes = bytes;
     return w;
 }
 
 void tc_destroy(tc_wheel *w)
 {
-    if (!w)
-        return;
-    int64_t bytes = w->bytes;
-    ca_free(&bytes, w);
+    free(w);
 }
 
 void tc_add(tc_wheel *w, struct tc_timeout *t, uint64_t delay,
@@ -260,6 +253,3 @@ uint64_t tc_next_expiry(const tc_wheel *w)
     return best;
 }
 
-int64_t tc_bytes(const tc_wheel *w) { return w->bytes; }
-
-uint64_t tc_count(const tc_wheel *w) { return w->count; }

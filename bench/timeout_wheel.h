@@ -61,9 +61,6 @@ uint64_t tc_advance(tc_wheel *w, uint64_t ticks);
 /* Lower bound on the ticks until a timer is due (see above); 0 if one is due
  * now, UINT64_MAX when empty. */
 uint64_t tc_next_expiry(const tc_wheel *w);
-/* Bytes the wheel holds from the allocator, caller records excluded. */
-int64_t tc_bytes(const tc_wheel *w);
-uint64_t tc_count(const tc_wheel *w);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 // twheel behind the benchmark's common interface: add(delay) -> handle,
-// cancel, reschedule, advance(ticks), next_expiry, bytes. Every call is the
-// plain public C API; bytes come from tw_get_stats().
+// cancel, reschedule, advance(ticks), next_expiry. Every call is the plain
+// public C API.
 #ifndef BENCH_TWHEEL_ADAPTER_HPP
 #define BENCH_TWHEEL_ADAPTER_HPP
 
@@ -45,14 +45,6 @@ template <void (*Fire)(void *)> struct twheel_adapter {
     int reschedule(handle &h, uint64_t delay, void *) { return tw_reschedule(w, h, delay); }
     void advance(uint64_t ticks) { tw_advance(w, ticks); }
     uint64_t next_expiry() { return tw_next_expiry(w); }
-    int64_t bytes()
-    {
-        struct tw_stats s;
-        s.size = sizeof s;
-        if (tw_get_stats(w, &s) != 0)
-            return -1;
-        return (int64_t)s.bytes;
-    }
 };
 
 } // namespace bench
