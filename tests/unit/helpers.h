@@ -157,6 +157,35 @@ static inline struct tw_stats get_stats(tw_wheel *w)
     return s;
 }
 
+/* ---- a fake clock -------------------------------------------------------- */
+
+/* A clock the test moves by hand, read through clock_fn; it counts the
+ * reads. */
+struct fake_clock {
+    uint64_t us;
+    uint64_t reads;
+};
+
+static inline uint64_t read_fake_clock(void *context)
+{
+    struct fake_clock *clock = context;
+    clock->reads++;
+    return clock->us;
+}
+
+/* A single-threaded wheel with 1 ms ticks on that clock. */
+
+static inline tw_wheel *new_fake_clock_wheel(struct fake_clock *clock)
+{
+    struct tw_config c;
+    tw_config_init(&c);
+    c.lock = TW_LOCK_NONE;
+    c.tick_us = 1000;
+    c.clock_fn = read_fake_clock;
+    c.clock_context = clock;
+    return new_wheel_cfg(&c);
+}
+
 /* Deterministic PRNG (xorshift64*) for the few tests that scatter delays. */
 static inline uint64_t rng_next(uint64_t *s)
 {

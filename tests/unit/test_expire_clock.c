@@ -5,18 +5,6 @@
  * moves nothing, tw_timeout_ms rounding, and tw_gettime. */
 #include "helpers.h"
 
-struct fake_clock {
-    uint64_t us;
-    uint64_t reads;
-};
-
-static uint64_t read_clock(void *context)
-{
-    struct fake_clock *c = context;
-    c->reads++;
-    return c->us;
-}
-
 static tw_wheel *clock_wheel(struct fake_clock *clk, uint32_t tick_us,
                              uint64_t start_tick)
 {
@@ -25,7 +13,7 @@ static tw_wheel *clock_wheel(struct fake_clock *clk, uint32_t tick_us,
     c.lock = TW_LOCK_NONE;
     c.tick_us = tick_us;
     c.clock = TW_CLOCK_MONOTONIC_COARSE; /* ignored: clock_fn is set */
-    c.clock_fn = read_clock;
+    c.clock_fn = read_fake_clock;
     c.clock_context = clk;
     c.start_tick = start_tick;
     return new_wheel_cfg(&c);

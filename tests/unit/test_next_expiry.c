@@ -98,8 +98,8 @@ static void test_earliest_moved_later(void **state)
     CHECK(w);
 }
 
-/* A slot of at most 32 entries is read again when its earliest leaves, so
- * a small wheel always gets exact answers. */
+/* A slot of at most 32 pending timers is read again when its earliest
+ * leaves, so a small wheel always gets exact answers. */
 static void test_small_slot_stays_exact(void **state)
 {
     (void)state;
@@ -186,25 +186,11 @@ static void test_destroy_hooks_see_true_least(void **state)
 
 /* tw_timeout_ms follows the O(1) answer: with a fake clock and 1 ms ticks
  * it is that answer in milliseconds, early case included. */
-struct fake_clock {
-    uint64_t us;
-};
-
-static uint64_t read_fake(void *context)
-{
-    return ((struct fake_clock *)context)->us;
-}
-
 static void test_timeout_ms_follows(void **state)
 {
     (void)state;
-    struct fake_clock clk = {5000000};
-    struct tw_config c;
-    tw_config_init(&c);
-    c.lock = TW_LOCK_NONE;
-    c.clock_fn = read_fake;
-    c.clock_context = &clk;
-    tw_wheel *w = new_wheel_cfg(&c);
+    struct fake_clock clk = {5000000, 0};
+    tw_wheel *w = new_fake_clock_wheel(&clk);
     static tw_id ids[200];
     for (int i = 0; i < 200; i++)
         ids[i] = tw_add(w, 40000 + (uint64_t)i, rec_cb, TAG(i));

@@ -59,26 +59,11 @@ static void test_no_drift_random_chunks(void **state)
 
 /* A driver that is late by a jittery amount every time: fired ticks stay
  * on the grid. */
-struct fake_clock {
-    uint64_t us;
-};
-
-static uint64_t read_clock(void *context)
-{
-    return ((struct fake_clock *)context)->us;
-}
-
 static void test_no_drift_with_late_clock(void **state)
 {
     (void)state;
-    struct fake_clock clk = {5000000};
-    struct tw_config c;
-    tw_config_init(&c);
-    c.lock = TW_LOCK_NONE;
-    c.tick_us = 1000;
-    c.clock_fn = read_clock;
-    c.clock_context = &clk;
-    tw_wheel *w = new_wheel_cfg(&c);
+    struct fake_clock clk = {5000000, 0};
+    tw_wheel *w = new_fake_clock_wheel(&clk);
     assert_int_not_equal(tw_add_periodic(w, 50, 50, rec_cb, TAG(1)), 0);
     uint64_t seed = 99;
     while (rec.n < 1000) {
