@@ -117,9 +117,6 @@ typedef unsigned spin_word;
 #define BLOCK_CHUNK (1u << BLOCK_CHUNK_BITS)
 #define MAX_BLOCK_CHUNKS ((UINT32_C(1) << (32 - POSITION_BITS - BLOCK_CHUNK_BITS)) - 1)
 
-/* Queues grouped as tw_stats reports them: near, level 0..3, due. */
-#define GROUP_COUNT 6
-
 #define NIL UINT32_MAX
 
 /* Nodes live in fixed chunks that never move; a pool index names a node. */
@@ -599,6 +596,7 @@ static void prefetch_ahead(const tw_wheel *w, uint32_t position, int walk_start)
 }
 #endif
 
+/* A queue's group as tw_stats reports it: 0 near, 1..4 level 0..3, 5 due. */
 static int group_of(unsigned list)
 {
     if (list < NEAR_SIZE)
@@ -2131,12 +2129,10 @@ static int compact_phase(const struct queue *q, int phase, uint32_t position)
  * consistent. */
 static int consistent(const tw_wheel *w)
 {
-    uint64_t counts[GROUP_COUNT] = {0};
     uint64_t linked = 0, free_nodes = 0, live, entries = 0, placed = 0;
     uint64_t blocks = 0, free_blocks = 0;
     uint32_t time = (uint32_t)w->now, index, block;
     unsigned list;
-    int group;
     for (list = 0; list < LIST_COUNT; list++) {
         const struct queue *q = &w->queues[list];
         uint32_t position = q->head, left, live_entries = 0;
@@ -2188,7 +2184,7 @@ static int consistent(const tw_wheel *w)
                 return 0;
             if (list == w->dispatching && list < NEAR_SIZE && n->expire != time)
                 return 0;
-            counts[group_of(list)]++;
+            linked++;
             live_entries++;
             if ((uint32_t)(n->expire - time) < least)
                 least = n->expire - time;
@@ -2210,8 +2206,6 @@ static int consistent(const tw_wheel *w)
             return 0;
         entries += q->entries;
     }
-    for (group = 0; group < GROUP_COUNT; group++)
-        linked += counts[group];
     /* every placed node has its one live entry (positions are unique) */
     for (index = 0; index < w->used; index++)
         placed += node_at(w, index)->state == NODE_LINKED;
