@@ -776,6 +776,12 @@ template <class S> void count_run(S &s, const data &d, const std::string &stop)
         std::fflush(stdout);
         std::_Exit(0); // no teardown: the next prefix's difference is the stage
     };
+    auto query = [&](int calls) { // a next-expiry stage
+        for (int q = 0; q < calls; q++)
+            acc += s.next_expiry();
+        g_sink = g_sink + acc;
+        ops = (size_t)calls;
+    };
     s.create();
     g_tick = 0;
     g_state = nullptr;
@@ -785,10 +791,7 @@ template <class S> void count_run(S &s, const data &d, const std::string &stop)
         h[i] = s.add(d.delay[i], arg_of(i));
     ops = d.n;
     stage_done("add");
-    for (int q = 0; q < COUNTED_QUERIES; q++)
-        acc += s.next_expiry();
-    g_sink = g_sink + acc;
-    ops = COUNTED_QUERIES;
+    query(COUNTED_QUERIES);
     stage_done("next_expiry");
     for (size_t j = 0; j < d.n / 2; j++)
         s.cancel(h[d.perm[j]]);
@@ -818,20 +821,14 @@ template <class S> void count_run(S &s, const data &d, const std::string &stop)
                                                                 : COUNTED_FAR_QUERIES;
     ops = 0;
     stage_done("far_setup");
-    for (int q = 0; q < far_queries; q++)
-        acc += s.next_expiry();
-    g_sink = g_sink + acc;
-    ops = (size_t)far_queries;
+    query(far_queries);
     stage_done("far_next_expiry");
     // earliest-timer churn, then next-expiry on the wheel it left
     for (size_t k = 0; k < COUNTED_CHURN && k + 1 < d.n; k++)
         s.reschedule(h[order[k]], FAR_MIN + FAR_SPAN + (k & 1023), arg_of(order[k]));
     ops = 0;
     stage_done("far_churn");
-    for (int q = 0; q < far_queries; q++)
-        acc += s.next_expiry();
-    g_sink = g_sink + acc;
-    ops = (size_t)far_queries;
+    query(far_queries);
     stage_done("churn_next_expiry");
     s.destroy();
 
