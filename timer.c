@@ -237,6 +237,12 @@ struct tw_wheel {
     pthread_mutex_t mutex;
 
     /* clock: ticks are counted from (base_us, base_tick) so remainders carry */
+    spin_word drive; /* enum tw_drive_kind; AUTO until the first driving
+                        call. Written under the lock, once; read before it
+                        by add and reschedule, to know whether to read the
+                        clock */
+    int ticks_only; /* decided TICKS and never driven by the clock: the
+                       clock says nothing about when the next tick comes */
     uint32_t tick_us;
     clockid_t clock_id;
     tw_clock_fn *clock_fn;
@@ -948,6 +954,83 @@ static HOT_INLINE void schedule(tw_wheel *w, uint32_t index, struct node *n,
         link_tail(w, slot_for((uint32_t)due, (uint32_t)w->now), index, n);
 }
 
+/* Where a delay counts from. On a tick-driven wheel: `now`, exact in
+ * ticks. On a clock-driven wheel `now` only moves when the driver runs, so
+ * it can lag the clock by any amount (an event loop adding timers before
+ * its tw_expire, a busy timer thread); the delay then counts from the
+ * clock reading the call took, rounded up to the next tick boundary, so
+ * the timer never runs before `delay` whole ticks of the clock have passed;
+ * rounding up costs at most one tick of lateness. Delay 0 is due at the
+ * tick the clock is in, rounded down, so the next tw_expire runs it. A
+ * periodic timer's grid starts from its first due tick: never early after
+ * a delay of 1 or more, and less than a tick early after a delay of 0. */
+
+#define NO_READING UINT64_MAX
+
+static uint64_t read_clock(const tw_wheel *w)
+{
+    struct timespec ts = {0, 0};
+    if (w->clock_fn)
+        return w->clock_fn(w->clock_context);
+    clock_gettime(w->clock_id, &ts); /* the id was tried at creation */
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* The clock reading an add or reschedule needs, taken before the lock (a
+ * clock_fn may be slow); NO_READING when it needs none. The drive mode can
+ * only change from AUTO, and the reading is then still right or unused. */
+static HOT_INLINE uint64_t call_clock(const tw_wheel *w)
+{
+    if (spin_load(&w->drive) == TW_DRIVE_TICKS)
+        return NO_READING;
+    return read_clock(w);
+}
+
+/* The tick `clock` falls in by the wheel's reference point, or the next
+ * tick boundary when round_up and it falls inside a tick; never before
+ * now. Lock held. */
+static uint64_t clock_tick(const tw_wheel *w, uint64_t clock, int round_up)
+{
+    uint64_t elapsed, ticks;
+    if (clock <= w->base_us) /* a reading older than the reference point */
+        return w->now;
+    elapsed = clock - w->base_us;
+    ticks = elapsed / w->tick_us + (round_up && elapsed % w->tick_us != 0);
+    if (ticks > TW_MAX_TICK - w->base_tick)
+        return TW_MAX_TICK;
+    ticks += w->base_tick;
+    return ticks > w->now ? ticks : w->now;
+}
+
+/* The due tick of a timer added or rescheduled now; lock held. TW_NEVER
+ * when the clock has run so far past `now` (no driver ran for about
+ * TW_MAX_DELAY ticks, with timers pending) that the wheel cannot hold it. */
+static uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
+{
+    unsigned drive = spin_load(&w->drive);
+    uint64_t start;
+    if (clock == NO_READING || drive == TW_DRIVE_TICKS)
+        return w->now + delay;
+    if (drive == TW_DRIVE_AUTO) {
+        /* Not driven yet, so perhaps by tw_advance, which needs delays
+         * exact in ticks. Count from `now`, and move the clock's reference
+         * point here: tick `now` then starts no earlier than this call,
+         * and a first tw_expire cannot find the timer due early. */
+        if (clock > w->base_us) {
+            w->base_us = clock;
+            w->base_tick = w->now;
+        }
+        return w->now + delay;
+    }
+    start = clock_tick(w, clock, delay != 0);
+    if (start - w->now > TW_MAX_DELAY - delay) {
+        if (w->live || w->driving)
+            return TW_NEVER;
+        w->now = start; /* empty: what a tw_expire would do, firing nothing */
+    }
+    return start + delay;
+}
+
 /* Index of `release` in the wheel's table (0 for NULL); for a function not
  * in it yet, the index it would get, or -1 when the table is full. Nothing
  * is registered here, so an add that fails later leaves no entry behind. */
@@ -969,6 +1052,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     uint32_t index = NIL;
     struct node *n;
     tw_id id;
+    uint64_t clock, due = 0;
     int release_slot = 0, error = 0;
     if (!w || !callback) {
         errno = EINVAL;
@@ -978,6 +1062,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
         errno = ERANGE;
         return 0;
     }
+    clock = call_clock(w);
     lock(w);
     if (w->destroying)
         error = EBUSY;
@@ -985,6 +1070,8 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
         error = ENOSPC;
     else if (release && (release_slot = release_index(w, release)) < 0)
         error = EMFILE;
+    else if ((due = due_of_call(w, delay, clock)) == TW_NEVER)
+        error = ERANGE;
     else if (reserve_entries(w, 1) || (index = node_alloc(w)) == NIL)
         error = ENOMEM;
     if (error) {
@@ -999,7 +1086,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     n->user_data = user_data;
     n->interval = (uint32_t)interval;
     n->release = (uint8_t)release_slot;
-    schedule(w, index, n, w->now + delay);
+    schedule(w, index, n, due);
     w->live++;
     w->added++;
     id = make_id(index, n->generation); /* before unlocking: it may fire at once */
@@ -1232,15 +1319,6 @@ static void end_drive_claim(tw_wheel *w)
 {
     if (w->lock_kind != TW_LOCK_NONE)
         spin_store_release(&w->drive_claim, 0u);
-}
-
-static uint64_t read_clock(const tw_wheel *w)
-{
-    struct timespec ts = {0, 0};
-    if (w->clock_fn)
-        return w->clock_fn(w->clock_context);
-    clock_gettime(w->clock_id, &ts); /* the id was tried at creation */
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* A level slot whose least tick went stale is read again when it holds
@@ -1513,23 +1591,31 @@ TW_EXPORT void tw_config_init(struct tw_config *config)
     config->clock = TW_CLOCK_MONOTONIC;
 }
 
-/* A config from a newer header may be longer; its extra bytes must be zero,
- * or the caller asked for something this library cannot do. */
-static int config_valid(const struct tw_config *c)
+/* A config from a newer header may be longer: its extra bytes must be zero,
+ * or the caller asked for something this library cannot do. One from an
+ * older header is shorter: the fields it lacks take their defaults (1.0's
+ * config ended before `drive`). */
+#define CONFIG_SIZE_1_0 offsetof(struct tw_config, drive)
+
+static int config_read(const struct tw_config *config, struct tw_config *c)
 {
-    const unsigned char *bytes = (const unsigned char *)c;
+    const unsigned char *bytes = (const unsigned char *)config;
     size_t i;
-    if (c->size < sizeof *c)
+    if (config->size < CONFIG_SIZE_1_0)
         return 0;
-    for (i = sizeof *c; i < c->size; i++)
+    for (i = sizeof *c; i < config->size; i++)
         if (bytes[i])
             return 0;
+    tw_config_init(c);
+    memcpy(c, config, config->size < sizeof *c ? config->size : sizeof *c);
     return c->tick_us >= TW_MIN_TICK_US && c->tick_us <= TW_MAX_TICK_US &&
            (c->lock == TW_LOCK_SPIN || c->lock == TW_LOCK_MUTEX ||
             c->lock == TW_LOCK_NONE || c->lock == TW_LOCK_ADAPTIVE) &&
            (c->clock == TW_CLOCK_MONOTONIC ||
             c->clock == TW_CLOCK_MONOTONIC_COARSE) &&
-           c->start_tick <= TW_MAX_TICK;
+           c->start_tick <= TW_MAX_TICK &&
+           (c->drive == TW_DRIVE_AUTO || c->drive == TW_DRIVE_CLOCK ||
+            c->drive == TW_DRIVE_TICKS);
 }
 
 static int init_thread_state(tw_wheel *w)
@@ -1570,15 +1656,12 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     tw_wheel *w;
     unsigned list;
     int error;
-    if (config) {
-        if (config->size < sizeof c || !config_valid(config)) {
-            errno = EINVAL;
-            return NULL;
-        }
-        memcpy(&c, config, sizeof c);
-    } else {
-        tw_config_init(&c);
+    if (config && !config_read(config, &c)) {
+        errno = EINVAL;
+        return NULL;
     }
+    if (!config)
+        tw_config_init(&c);
     realloc_fn = c.realloc_fn ? c.realloc_fn : libc_realloc;
     w = realloc_fn(NULL, sizeof *w, c.alloc_context);
     if (!w) {
@@ -1602,6 +1685,9 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     spin_init(&w->driver_waiting);
     spin_init(&w->drive_claim);
     spin_init(&w->callbacks_done);
+    spin_init(&w->drive);
+    spin_store(&w->drive, (unsigned)c.drive);
+    w->ticks_only = c.drive == TW_DRIVE_TICKS;
     error = init_thread_state(w);
     if (!error && c.lock == TW_LOCK_MUTEX) {
         error = pthread_mutex_init(&w->mutex, NULL);
@@ -1807,10 +1893,12 @@ TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
 {
     uint32_t index;
     struct node *n;
+    uint64_t clock, due;
     if (!w)
         return -EINVAL;
     if (delay > TW_MAX_DELAY)
         return -ERANGE;
+    clock = call_clock(w);
     lock(w);
     n = node_of(w, id, &index);
     if (!n || w->destroying ||
@@ -1818,13 +1906,17 @@ TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
         unlock(w);
         return 0;
     }
+    if ((due = due_of_call(w, delay, clock)) == TW_NEVER) {
+        unlock(w);
+        return -ERANGE;
+    }
     if (reserve_entries(w, 1)) {
         unlock(w);
         return -ENOMEM;
     }
     if (n->state == NODE_LINKED)
         unlink_node(w, n);
-    schedule(w, index, n, w->now + delay);
+    schedule(w, index, n, due);
     w->rescheduled++;
     unlock(w);
     return 1;
@@ -1873,6 +1965,9 @@ static int64_t expire(tw_wheel *w, int timer_thread)
     unlock(w);
     clock = read_clock(w);
     acquire(w, 1);
+    if (spin_load(&w->drive) == TW_DRIVE_AUTO)
+        spin_store(&w->drive, (unsigned)TW_DRIVE_CLOCK);
+    w->ticks_only = 0;
     if (clock < w->last_clock_us) {
         /* Re-based at the current tick: no tick passes, but timers already
          * due run, as delay 0 promises for every call. */
@@ -1881,6 +1976,8 @@ static int64_t expire(tw_wheel *w, int timer_thread)
         w->rebases++;
         return drive(w, w->now);
     }
+    if (clock < w->base_us)
+        clock = w->base_us; /* an add before the first drive read it later */
     w->last_clock_us = clock;
     elapsed = (clock - w->base_us) / w->tick_us;
     if (elapsed > TW_MAX_TICK - w->base_tick) {
@@ -1907,6 +2004,10 @@ TW_EXPORT int64_t tw_advance(tw_wheel *w, uint64_t ticks)
         return -EINVAL;
     if (begin_drive(w))
         return -EBUSY;
+    if (spin_load(&w->drive) == TW_DRIVE_AUTO) {
+        spin_store(&w->drive, (unsigned)TW_DRIVE_TICKS);
+        w->ticks_only = 1;
+    }
     if (ticks > TW_MAX_TICK - w->now) {
         unlock(w);
         end_drive_claim(w);
@@ -1928,28 +2029,34 @@ TW_EXPORT uint64_t tw_next_expiry(tw_wheel *w)
 
 TW_EXPORT int32_t tw_timeout_ms(tw_wheel *w)
 {
-    uint64_t ticks, due, due_us, clock;
+    uint64_t ticks, due_us = UINT64_MAX, last_us = 0, wait_us;
+    int by_clock;
     if (!w)
         return -1;
-    clock = read_clock(w);
     lock(w);
     ticks = next_expiry_locked(w, 0);
-    if (ticks == TW_NEVER || ticks == 0) {
-        unlock(w);
-        return ticks == 0 ? 0 : -1;
+    by_clock = !w->ticks_only;
+    if (by_clock && ticks != TW_NEVER && ticks != 0) {
+        /* The due tick starts at base_us + (due - base_tick) * tick_us. */
+        uint64_t due = w->now + ticks - w->base_tick;
+        if (due <= (UINT64_MAX - w->base_us) / w->tick_us)
+            due_us = w->base_us + due * w->tick_us;
+        last_us = w->last_clock_us;
     }
-    /* The due tick starts at base_us + (due - base_tick) * tick_us. */
-    due = w->now + ticks - w->base_tick;
-    if (due > (UINT64_MAX - w->base_us) / w->tick_us) {
-        unlock(w);
-        return INT32_MAX;
-    }
-    due_us = w->base_us + due * w->tick_us;
     unlock(w);
-    if (due_us <= clock)
-        return 0;
-    due_us = (due_us - clock + 999) / 1000;
-    return due_us > INT32_MAX ? INT32_MAX : (int32_t)due_us;
+    if (ticks == TW_NEVER || ticks == 0)
+        return ticks == 0 ? 0 : -1;
+    wait_us = ticks > UINT64_MAX / w->tick_us ? UINT64_MAX : ticks * w->tick_us;
+    if (by_clock) {
+        /* Read after the lock: a later reading can only shorten the wait.
+         * A clock that went back makes the next tw_expire re-base, after
+         * which the timer is `ticks` whole ticks away: wait_us stands. */
+        uint64_t clock = read_clock(w);
+        if (clock >= last_us)
+            wait_us = due_us > clock ? due_us - clock : 0;
+    }
+    wait_us = wait_us / 1000 + (wait_us % 1000 != 0);
+    return wait_us > INT32_MAX ? INT32_MAX : (int32_t)wait_us;
 }
 
 /* ==== API: timer thread =================================================
@@ -1987,6 +2094,11 @@ TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
         return -EINVAL;
     lock(w); /* a thread started now would outlive the wheel */
     error = w->destroying || w->destroy_deferred;
+    if (!error) {
+        if (spin_load(&w->drive) == TW_DRIVE_AUTO)
+            spin_store(&w->drive, (unsigned)TW_DRIVE_CLOCK);
+        w->ticks_only = 0;
+    }
     unlock(w);
     if (error)
         return -EBUSY;

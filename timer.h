@@ -98,6 +98,15 @@ enum tw_lock_kind {
                             default: holds up with more threads than cores */
 };
 
+/* Where a delay counts from (tw_config.drive). See tw_add(). */
+enum tw_drive_kind {
+    TW_DRIVE_AUTO = 0, /* decided by the first driving call: tw_expire() or
+                          tw_thread_start() make the wheel clock-driven,
+                          tw_advance() tick-driven; the default */
+    TW_DRIVE_CLOCK = 1, /* from the wheel's clock at the call, from creation on */
+    TW_DRIVE_TICKS = 2 /* from tw_now(); no clock read per add */
+};
+
 enum tw_clock_kind {
     TW_CLOCK_MONOTONIC = 0, /* CLOCK_MONOTONIC; default */
     TW_CLOCK_MONOTONIC_COARSE = 1 /* cheaper, jiffy resolution (Linux) */
@@ -116,6 +125,9 @@ struct tw_config {
     void *alloc_context;        /* passed to realloc_fn */
     uint64_t max_timers;        /* cap on pending timers; 0 = no cap */
     uint64_t start_tick;        /* initial tw_now(); default 0 */
+    int drive;                  /* enum tw_drive_kind; default TW_DRIVE_AUTO
+                                   (a config from a 1.0 header, whose size
+                                   stops before this field, gets AUTO) */
 };
 
 /* Counters for operators. Set `size` to sizeof(struct tw_stats) before the

@@ -98,13 +98,16 @@ enum ev_type {
     EV_DESTROY,  /* x = result */
     EV_FINAL,    /* h, x = release count at the end (anomaly) */
     EV_LEAK,     /* x = bytes still allocated after destroy */
+    EV_EARLY,    /* h, x = fake clock, y = when it was due (twheel side) */
+    EV_LATE,     /* h, x = fake clock, y = when it was due (twheel side) */
     EV_TYPES
 };
 
 static const char *const ev_names[EV_TYPES] = {
     "create", "add", "FIRE", "release", "cancel", "reschedule", "remaining",
     "advance", "expire", "busy", "count", "now", "next_expiry", "timeout_ms",
-    "stat", "check", "null", "destroy", "final", "leak"};
+    "stat", "check", "null", "destroy", "final", "leak",
+    "EARLY by the clock", "LATE by the clock"};
 
 static const char *const stat_names[] = {
     "now", "pending", "pending_due", "added", "fired",
@@ -118,7 +121,7 @@ struct ev {
 
 static const char *const op_names[OP_KINDS] = {
     "ADD", "PERIODIC", "ADD_EX", "CANCEL", "CANCEL0", "RESCHEDULE",
-    "ADVANCE", "EXPIRE", "BULK", "MASS_CANCEL", "BAD", "PROBE"};
+    "ADVANCE", "EXPIRE", "BULK", "MASS_CANCEL", "BAD", "PROBE", "CLOCK"};
 
 /* ---- the two sides ------------------------------------------------------ */
 
@@ -134,6 +137,11 @@ struct rec { /* one add attempt; the timer's user data */
     uint32_t released;
     uint8_t periodic;
     uint8_t relkind; /* 0 none, 1 release_a, 2 release_b */
+    /* when the last add or reschedule armed it, for the clock rule */
+    uint8_t armed, armed_undriven, settled;
+    uint32_t armed_fired; /* `fired` then */
+    uint32_t armed_epoch; /* world clock_epoch then */
+    uint64_t armed_us, armed_delay, interval;
 };
 
 struct backend {
@@ -163,7 +171,7 @@ struct world {
     const struct backend *be;
     void *impl;
     const struct prog_config *cfg;
-    uint64_t clock, last_read; /* fake clock; what clock_fn returned last */
+    uint64_t clock; /* the fake clock */
     struct rec **recs;
     size_t nrecs, caprecs;
     struct ev *log;
@@ -172,6 +180,12 @@ struct world {
     uint64_t last_fast; /* tw_next_expiry's answer, as the last call saw it */
     struct rec *running;
     int destroying;
+    /* what the program did to the wheel's drive mode: TW_DRIVE_*, starting
+     * from the config; `advanced`: tw_advance ran, so the wheel may be
+     * ahead of its clock; `epoch` moves when the clock goes back or the
+     * wheel moves without it */
+    int drive, advanced, in_expire;
+    uint32_t clock_epoch;
     /* allocator accounting (twheel side) */
     uint64_t alloc_bytes, alloc_blocks;
 };
@@ -190,8 +204,7 @@ static void logev(struct world *w, uint32_t type, uint32_t h, uint64_t x,
 
 static uint64_t world_clock(void *context)
 {
-    struct world *w = context;
-    w->last_read = w->clock;
+    const struct world *w = context;
     return w->clock;
 }
 
@@ -283,6 +296,7 @@ static int tw_b_create(struct world *w, const struct prog_config *c)
     tc.alloc_context = w;
     tc.max_timers = c->max_timers;
     tc.start_tick = c->start_tick;
+    tc.drive = (int)c->drive;
     w->impl = tw_create(&tc);
     return w->impl ? 0 : -errno;
 }
@@ -471,6 +485,7 @@ static int m_create(struct world *w, const struct prog_config *c)
     mc.max_timers = c->max_timers;
     mc.clock_fn = world_clock;
     mc.clock_context = w;
+    mc.drive = (int)c->drive;
     w->impl = model_create(&mc);
     return w->impl ? 0 : -errno;
 }
@@ -689,6 +704,90 @@ static uint64_t cb_interval(uint64_t h)
     }
 }
 
+/* ---- the clock rule ------------------------------------------------------
+ * Checked on the twheel side only, against the fake clock: this is the
+ * promise itself, not a comparison with the model. */
+
+static uint64_t saturating_mul(uint64_t a, uint64_t b)
+{
+    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+static uint64_t saturating_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* An add or reschedule of r with `delay` succeeded just now. */
+static void arm(struct world *w, struct rec *r, uint64_t delay, uint64_t interval)
+{
+    r->armed = 1;
+    r->armed_undriven = w->drive == TW_DRIVE_AUTO;
+    r->armed_fired = r->fired;
+    r->armed_epoch = w->clock_epoch;
+    r->armed_us = w->clock;
+    r->armed_delay = delay;
+    r->interval = interval;
+}
+
+/* When r's next firing is due by the clock: `delay` (then k intervals)
+ * whole ticks after the call that armed it. A periodic timer armed with
+ * delay 0 keeps the grid of the tick that call fell in: its later firings
+ * may come less than a tick sooner (timer.h). */
+static uint64_t due_by_clock(const struct world *w, const struct rec *r)
+{
+    uint64_t k = r->fired - r->armed_fired;
+    uint64_t ticks = saturating_add(r->armed_delay, saturating_mul(k, r->interval));
+    uint64_t due = saturating_add(r->armed_us, saturating_mul(ticks, w->cfg->tick_us));
+    if (r->armed_delay == 0 && k > 0)
+        due -= w->cfg->tick_us - 1;
+    return due;
+}
+
+static struct clock_rule_counts clock_rule_counts;
+
+struct clock_rule_counts interp_clock_rule_counts(void)
+{
+    return clock_rule_counts;
+}
+
+static int clock_rule_applies(const struct world *w, const struct rec *r)
+{
+    return w->be == &wheel_backend && w->drive == TW_DRIVE_CLOCK && r->armed &&
+           r->armed_epoch == w->clock_epoch;
+}
+
+/* After a tw_expire that ran: a one-shot armed on the driven wheel whose
+ * delay plus one tick (the rounding up to a tick boundary) has passed by
+ * the clock must have run. */
+static void check_not_late(struct world *w)
+{
+    if (w->be != &wheel_backend || w->advanced)
+        return;
+    for (size_t i = 0; i < w->nrecs; i++) {
+        struct rec *r = w->recs[i];
+        if (r->periodic || r->fired || r->settled || r->id == 0 ||
+            r->armed_undriven || !clock_rule_applies(w, r))
+            continue;
+        uint64_t due = due_by_clock(w, r);
+        clock_rule_counts.pending++;
+        if (saturating_add(due, w->cfg->tick_us) > w->clock)
+            continue;
+        if (w->be->remaining(w, r->id) == TW_NEVER)
+            r->settled = 1; /* cancelled */
+        else
+            logev(w, EV_LATE, r->h, w->clock, due);
+    }
+}
+
+static int resched(struct world *w, struct rec *r, uint64_t id, uint64_t delay)
+{
+    int result = w->be->reschedule(w, id, delay);
+    if (result == 1)
+        arm(w, r, delay, r->interval);
+    return result;
+}
+
 static void add_one(struct world *w, uint64_t delay, uint64_t interval,
                     int how, uint32_t seed)
 {
@@ -705,6 +804,8 @@ static void add_one(struct world *w, uint64_t delay, uint64_t interval,
         id = w->be->add_ex(w, delay, interval, r);
     r->id = id;
     logev(w, EV_ADD, r->h, id != 0, id ? 0 : (uint64_t)errno);
+    if (id)
+        arm(w, r, delay, interval);
 }
 
 static void on_fire(struct rec *r, uint64_t id, int same_wheel)
@@ -715,6 +816,11 @@ static void on_fire(struct rec *r, uint64_t id, int same_wheel)
                        (uint64_t)(w->running != NULL) << 3 |
                        (uint64_t)!same_wheel << 4 | (uint64_t)w->destroying << 5;
     logev(w, EV_FIRE, r->h, w->be->now(w), anomaly);
+    if (w->in_expire && clock_rule_applies(w, r)) {
+        clock_rule_counts.firings++;
+        if (w->clock < due_by_clock(w, r))
+            logev(w, EV_EARLY, r->h, w->clock, due_by_clock(w, r));
+    }
     r->fired++;
     if (++w->fires_in_op > RUNAWAY_FIRES) {
         fprintf(stderr, "%s: over %u callbacks in one operation; program:\n",
@@ -764,11 +870,10 @@ static void on_fire(struct rec *r, uint64_t id, int same_wheel)
         case 14: case 15: case 16: case 17:
             if ((o = pick(w, h2, r)) != NULL)
                 logev(w, EV_RESCHED, o->h,
-                      (uint64_t)w->be->reschedule(w, o->id, cb_delay(w, h2 >> 5)), 0);
+                      (uint64_t)resched(w, o, o->id, cb_delay(w, h2 >> 5)), 0);
             break;
         case 18: case 19: case 20:
-            logev(w, EV_RESCHED, r->h,
-                  (uint64_t)w->be->reschedule(w, id, cb_delay(w, h2)), 0);
+            logev(w, EV_RESCHED, r->h, (uint64_t)resched(w, r, id, cb_delay(w, h2)), 0);
             break;
         case 21: case 22:
             logev(w, EV_CANCEL, r->h, (uint64_t)w->be->cancel(w, id), 0);
@@ -835,9 +940,7 @@ static void probes(struct world *w, size_t index)
     logev(w, EV_NOW, 0, w->be->now(w), 0);
     logev(w, EV_COUNT, 0, w->be->count(w), 0);
     log_next(w);
-    /* the model assumes the clock has not gone back since it was read */
-    if (w->clock >= w->last_read)
-        logev(w, EV_TIMEOUT, 0, (uint64_t)(int64_t)w->be->timeout_ms(w), 0);
+    logev(w, EV_TIMEOUT, 0, (uint64_t)(int64_t)w->be->timeout_ms(w), 0);
     logev(w, EV_CHECK, 0, w->be->check(w) == 0, 0);
     uint64_t s[9];
     w->be->stats(w, s);
@@ -845,6 +948,29 @@ static void probes(struct world *w, size_t index)
         logev(w, EV_STAT, 0, i, s[i]);
     probe_remaining(w, 1 + 4 * (uint64_t)index);
     probe_remaining(w, mix64(index) & ~UINT64_C(3));
+}
+
+/* OP_EXPIRE and OP_CLOCK: the fake clock moves forward (mode 0) or back. */
+static void move_clock(struct world *w, struct val step)
+{
+    uint64_t a;
+    if (step.mode == 0) {
+        a = step.v < CLOCK_LIMIT - w->clock ? step.v : CLOCK_LIMIT - w->clock;
+        if (interp_max_step < UINT64_MAX && a / w->cfg->tick_us > interp_max_step)
+            a = interp_max_step * w->cfg->tick_us;
+        w->clock += a;
+    } else {
+        a = step.v < w->clock ? step.v : w->clock;
+        w->clock -= a;
+        w->clock_epoch += a != 0;
+    }
+}
+
+static uint64_t rebase_count(struct world *w)
+{
+    uint64_t s[9];
+    w->be->stats(w, s);
+    return s[7];
 }
 
 static void exec_op(struct world *w, const struct op *op, size_t index)
@@ -868,6 +994,8 @@ static void exec_op(struct world *w, const struct op *op, size_t index)
         errno = 0;
         r->id = be->add_ex(w, a, b, r);
         logev(w, EV_ADD, r->h, r->id != 0, r->id ? 0 : (uint64_t)errno);
+        if (r->id)
+            arm(w, r, a, b);
         break;
     }
     case OP_CANCEL:
@@ -891,7 +1019,7 @@ static void exec_op(struct world *w, const struct op *op, size_t index)
                 if (left == TW_NEVER)
                     break;
             }
-            logev(w, EV_RESCHED, o->h, (uint64_t)be->reschedule(w, o->id, a), 0);
+            logev(w, EV_RESCHED, o->h, (uint64_t)resched(w, o, o->id, a), 0);
         }
         break;
     case OP_ADVANCE:
@@ -899,16 +1027,31 @@ static void exec_op(struct world *w, const struct op *op, size_t index)
         if (a > interp_max_step)
             a = interp_max_step;
         logev(w, EV_ADVANCE, 0, (uint64_t)be->advance(w, a), 0);
+        if (w->drive == TW_DRIVE_AUTO)
+            w->drive = TW_DRIVE_TICKS;
+        /* the wheel moved without its clock: the timers it has run ahead
+           of no longer count by the clock, and later ones count from a
+           tw_now() that may be ahead of it (no lateness bound) */
+        w->advanced = 1;
+        w->clock_epoch++;
         break;
-    case OP_EXPIRE:
-        if (op->b.mode == 0) {
-            a = op->b.v < CLOCK_LIMIT - w->clock ? op->b.v : CLOCK_LIMIT - w->clock;
-            if (interp_max_step < UINT64_MAX && a / w->cfg->tick_us > interp_max_step)
-                a = interp_max_step * w->cfg->tick_us;
-            w->clock += a;
-        } else
-            w->clock -= op->b.v < w->clock ? op->b.v : w->clock;
-        logev(w, EV_EXPIRE, 0, (uint64_t)be->expire(w), w->clock);
+    case OP_EXPIRE: {
+        move_clock(w, op->b);
+        if (w->drive == TW_DRIVE_AUTO)
+            w->drive = TW_DRIVE_CLOCK;
+        uint64_t rebases = rebase_count(w);
+        w->in_expire = 1;
+        int64_t ran = be->expire(w);
+        w->in_expire = 0;
+        logev(w, EV_EXPIRE, 0, (uint64_t)ran, w->clock);
+        if (rebase_count(w) != rebases)
+            w->clock_epoch++; /* timers armed before the re-base: no rule */
+        if (ran >= 0)
+            check_not_late(w);
+        break;
+    }
+    case OP_CLOCK:
+        move_clock(w, op->b);
         break;
     case OP_BULK_ADD: {
         uint64_t base = resolve(w, op->a);
@@ -981,7 +1124,7 @@ static void exec_op(struct world *w, const struct op *op, size_t index)
             if ((o = pick(w, op->seed >> 4, NULL)) != NULL) {
                 logev(w, EV_CANCEL, o->h, (uint64_t)be->cancel(w, o->id), 0);
                 logev(w, EV_CANCEL, o->h, (uint64_t)be->cancel(w, o->id), 0);
-                logev(w, EV_RESCHED, o->h, (uint64_t)be->reschedule(w, o->id, 1), 0);
+                logev(w, EV_RESCHED, o->h, (uint64_t)resched(w, o, o->id, 1), 0);
             }
             break;
         default:
@@ -1110,6 +1253,7 @@ int interp_run(const struct program *p, struct failure *f)
     ref.be = &model_backend;
     real.cfg = ref.cfg = &p->cfg;
     real.clock = ref.clock = p->cfg.clock0;
+    real.drive = ref.drive = (int)p->cfg.drive;
     f->op = -1;
     f->text[0] = 0;
     const struct program *saved = current_program;
@@ -1147,9 +1291,9 @@ int interp_run(const struct program *p, struct failure *f)
 void program_print(FILE *out, const struct program *p, const char *sep)
 {
     fprintf(out, "cfg %" PRIu64 " %" PRIu32 " %" PRIu32 " %" PRIu64 " %" PRIu64
-                 " %" PRIu32 "%s",
+                 " %" PRIu32 " %" PRIu32 "%s",
             p->cfg.start_tick, p->cfg.tick_us, p->cfg.lock, p->cfg.max_timers,
-            p->cfg.clock0, p->cfg.flags, sep);
+            p->cfg.clock0, p->cfg.flags, p->cfg.drive, sep);
     for (size_t i = 0; i < p->n; i++) {
         const struct op *o = &p->ops[i];
         fprintf(out, "%s %u:%" PRIu64 " %u:%" PRIu64 " %" PRIu32 " %" PRIu32 "%s",
@@ -1170,6 +1314,8 @@ int program_parse(struct program *p, const char *text)
                &p->cfg.max_timers, &p->cfg.clock0, &p->cfg.flags, &used) != 6)
         return -1;
     s += used;
+    if (sscanf(s, " %" SCNu32 "%n", &p->cfg.drive, &used) == 1) /* optional */
+        s += used;
     for (;;) {
         while (*s == ';' || *s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
             s++;
@@ -1365,6 +1511,9 @@ static void gen_config(struct prog_config *c, struct rng *r, enum scenario sc)
     c->clock0 = below(r, UINT64_C(1) << 40);
     c->flags = below(r, 4) == 0 ? PF_ADD_IN_RELEASE : 0;
     c->max_timers = below(r, 8) == 0 ? 1 + below(r, 40) : 0;
+    c->drive = (uint32_t)below(r, 3);
+    if (sc == SC_CLOCK) /* AUTO becomes clock-driven at the first EXPIRE */
+        c->drive = below(r, 4) ? TW_DRIVE_CLOCK : TW_DRIVE_AUTO;
     switch (below(r, 6)) {
     case 0:
         c->start_tick = 0;
@@ -1402,9 +1551,9 @@ void program_generate(struct program *p, uint64_t seed, size_t nops,
     program_init(p);
     gen_config(&p->cfg, &r, sc);
     /* weights per operation kind */
-    static const unsigned w_mix[OP_KINDS] = {18, 6, 8, 10, 1, 10, 22, 8, 1, 1, 2, 2};
-    static const unsigned w_pool[OP_KINDS] = {10, 3, 5, 10, 1, 8, 15, 3, 6, 4, 1, 3};
-    static const unsigned w_clock[OP_KINDS] = {18, 6, 8, 8, 1, 8, 6, 30, 0, 1, 1, 2};
+    static const unsigned w_mix[OP_KINDS] = {18, 6, 8, 10, 1, 10, 22, 8, 1, 1, 2, 2, 3};
+    static const unsigned w_pool[OP_KINDS] = {10, 3, 5, 10, 1, 8, 15, 3, 6, 4, 1, 3, 1};
+    static const unsigned w_clock[OP_KINDS] = {18, 6, 8, 8, 1, 8, 0, 24, 0, 1, 1, 2, 14};
     const unsigned *wt = sc == SC_POOL ? w_pool : sc == SC_CLOCK ? w_clock : w_mix;
     unsigned total = 0;
     for (int k = 0; k < OP_KINDS; k++)
@@ -1435,7 +1584,8 @@ void program_generate(struct program *p, uint64_t seed, size_t nops,
         case OP_ADVANCE:
             o.a = gen_advance(&r, sc);
             break;
-        case OP_EXPIRE: {
+        case OP_EXPIRE:
+        case OP_CLOCK: {
             uint64_t t = p->cfg.tick_us, j = below(&r, 100);
             if (j < 50)
                 o.b = lit(below(&r, 6) * t + below(&r, t));
@@ -1443,6 +1593,9 @@ void program_generate(struct program *p, uint64_t seed, size_t nops,
                 o.b = lit(below(&r, UINT64_C(1) << (8 + below(&r, 28))) * t);
             else if (j < 67)
                 o.b = lit(0);
+            else if (sc == SC_CLOCK && j < 97) /* backwards steps end the rule's
+                                                  checks: keep them rare */
+                o.b = lit(below(&r, 3) * t + below(&r, t));
             else
                 o.b = (struct val){1, below(&r, 10) * t + below(&r, t) + 1};
             break;
@@ -1550,6 +1703,7 @@ void program_from_bytes(struct program *p, const uint8_t *data, size_t size,
     c >>= 3;
     p->cfg.lock = c % 3;
     p->cfg.flags = (c / 3) & 1 ? PF_ADD_IN_RELEASE : 0;
+    p->cfg.drive = (c / 6) % 3;
     unsigned t = (unsigned)take(&b, 1);
     p->cfg.tick_us = tick_choices[t % (sizeof tick_choices / sizeof tick_choices[0])];
     p->cfg.max_timers = t >= 0xe0 ? 1 + (t & 31) : 0;
@@ -1572,7 +1726,8 @@ void program_from_bytes(struct program *p, const uint8_t *data, size_t size,
             o.a = take_val(&b);
             o.b = take_val(&b);
             break;
-        case OP_EXPIRE: {
+        case OP_EXPIRE:
+        case OP_CLOCK: {
             uint64_t x = take(&b, 2);
             o.b.mode = (uint8_t)(x >> 15);
             o.b.v = (x & 0x3fff) * p->cfg.tick_us / 16;

@@ -9,6 +9,12 @@
  * tw_remaining/the stats counters/tw_check are written to an event log per
  * side; after each operation the two logs must be identical.
  *
+ * On a clock-driven wheel the twheel side also checks timer.h's rule by
+ * the fake clock, independently of the model: no timer fires in a
+ * tw_expire before its delay has passed since the call that armed it, and
+ * none is still pending after a tw_expire that comes a tick later than
+ * that (see check_not_late).
+ *
  * Callbacks act on the wheel themselves (add, cancel, reschedule their own
  * and other timers, try to re-enter the driver); what they do is a pure
  * function of the timer's seed and how often it fired, so both sides act
@@ -34,6 +40,7 @@ enum op_kind {
     OP_MASS_CANCEL, /* cancel every (1 + n % 4)-th handle */
     OP_BAD,         /* a rejected call, variant seed % 9 */
     OP_PROBE,       /* tw_remaining of a few handles */
+    OP_CLOCK,       /* fake clock += B.v (B.mode 0) or -= B.v; no call */
     OP_KINDS
 };
 
@@ -68,6 +75,7 @@ struct prog_config {
     uint64_t max_timers;
     uint64_t clock0;
     uint32_t flags;
+    uint32_t drive; /* enum tw_drive_kind */
 };
 
 struct program {
@@ -95,7 +103,8 @@ enum scenario {
     SC_LEVELS,   /* delays and steps aimed at 2^8, 2^14, 2^20, 2^26, 2^32 */
     SC_MAXDELAY, /* delays near TW_MAX_DELAY, steps beyond 2^32 */
     SC_POOL,     /* thousands of timers, mass cancel, re-add, stale ids */
-    SC_CLOCK,    /* tw_expire with a fake clock that jumps both ways */
+    SC_CLOCK,    /* clock-driven: the fake clock jumps both ways, between
+                    calls and at tw_expire */
     SC_COUNT
 };
 extern const char *const scenario_names[SC_COUNT];
@@ -113,6 +122,14 @@ int interp_run(const struct program *p, struct failure *f);
 /* How many early (lower-bound) answers of tw_next_expiry the runs so far
  * have checked against the model's exact one. */
 uint64_t interp_early_answers(void);
+
+/* How often the runs so far have applied the clock rule on the twheel side:
+ * firings checked for "not early", and pending one-shots checked for "not
+ * late" after a tw_expire. */
+struct clock_rule_counts {
+    uint64_t firings, pending;
+};
+struct clock_rule_counts interp_clock_rule_counts(void);
 
 /* Shortens a failing program in place (truncation, then dropping runs of
  * operations, then simplifying bulk sizes), at most max_runs replays. */

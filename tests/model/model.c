@@ -46,6 +46,8 @@ struct model {
     int running_cancelled, running_rescheduled;
     /* the clock of model_expire */
     uint64_t base_us, base_tick, last_us;
+    int drive;      /* TW_DRIVE_*: AUTO until the first advance or expire */
+    int ticks_only; /* tick-driven, never driven by the clock */
     struct model_stats stats;
 };
 
@@ -179,7 +181,41 @@ struct model *model_create(const struct model_config *config)
     m->base_tick = config->start_tick;
     m->base_us = config->clock_fn(config->clock_context);
     m->last_us = m->base_us;
+    m->drive = config->drive;
+    m->ticks_only = config->drive == TW_DRIVE_TICKS;
     return m;
+}
+
+/* The tick a delay counts from, for an add or reschedule now (see model.h);
+ * TW_NEVER when the due tick would be out of range. */
+static uint64_t delay_start(struct model *m, uint64_t delay)
+{
+    if (m->drive == TW_DRIVE_TICKS)
+        return m->now;
+    uint64_t us = m->config.clock_fn(m->config.clock_context);
+    if (m->drive == TW_DRIVE_AUTO) {
+        if (us > m->base_us) {
+            m->base_us = us;
+            m->base_tick = m->now;
+        }
+        return m->now;
+    }
+    uint64_t start = m->now;
+    if (us > m->base_us) {
+        uint64_t tick = m->config.tick_us;
+        /* rounded up, but delay 0 is due in the tick the clock is in */
+        uint64_t ticks = (us - m->base_us + (delay ? tick - 1 : 0)) / tick;
+        uint64_t at = ticks > TW_MAX_TICK - m->base_tick ? TW_MAX_TICK
+                                                         : m->base_tick + ticks;
+        if (at > start)
+            start = at;
+    }
+    if (start + delay - m->now > TW_MAX_DELAY) {
+        if (m->live > 0 || m->driving)
+            return TW_NEVER;
+        m->now = start;
+    }
+    return start;
 }
 
 int model_destroy(struct model *m)
@@ -221,6 +257,11 @@ uint64_t model_add_ex(struct model *m, uint64_t delay, uint64_t interval,
         errno = ENOSPC;
         return 0;
     }
+    uint64_t start = delay_start(m, delay);
+    if (start == TW_NEVER) {
+        errno = ERANGE;
+        return 0;
+    }
     uint64_t id = m->next_id++;
     m->timers = grow(m->timers, &m->timers_capacity, (size_t)id + 1,
                      sizeof *m->timers);
@@ -230,7 +271,7 @@ uint64_t model_add_ex(struct model *m, uint64_t delay, uint64_t interval,
     t->callback = callback;
     t->release = release;
     t->user_data = user_data;
-    insert_at(m, id, m->now + delay, 0);
+    insert_at(m, id, start + delay, 0);
     m->live++;
     m->stats.added++;
     return id;
@@ -279,8 +320,11 @@ int model_reschedule(struct model *m, uint64_t id, uint64_t delay)
     struct mtimer *t = find(m, id);
     if (!t)
         return 0;
+    uint64_t start = delay_start(m, delay);
+    if (start == TW_NEVER)
+        return -ERANGE;
     unqueue(m, id);
-    insert_at(m, id, m->now + delay, 0);
+    insert_at(m, id, start + delay, 0);
     if (id == m->running_id)
         m->running_rescheduled = 1;
     m->stats.rescheduled++;
@@ -355,6 +399,10 @@ int64_t model_advance(struct model *m, uint64_t ticks)
         return -EINVAL;
     if (m->driving)
         return -EBUSY;
+    if (m->drive == TW_DRIVE_AUTO) {
+        m->drive = TW_DRIVE_TICKS;
+        m->ticks_only = 1;
+    }
     if (ticks > TW_MAX_TICK - m->now)
         return -ERANGE;
     uint64_t target = m->now + ticks;
@@ -393,6 +441,9 @@ int64_t model_expire(struct model *m)
     if (m->driving)
         return -EBUSY;
     uint64_t us = m->config.clock_fn(m->config.clock_context);
+    if (m->drive == TW_DRIVE_AUTO)
+        m->drive = TW_DRIVE_CLOCK;
+    m->ticks_only = 0;
     if (us < m->last_us) {
         m->base_us = us;
         m->base_tick = m->now;
@@ -400,6 +451,8 @@ int64_t model_expire(struct model *m)
         m->stats.rebases++;
         return model_advance(m, 0); /* no tick passes; due timers run */
     }
+    if (us < m->base_us) /* an add before the first drive read a later time */
+        us = m->base_us;
     m->last_us = us;
     uint64_t ticks = (us - m->base_us) / m->config.tick_us;
     if (ticks > TW_MAX_TICK - m->base_tick)
@@ -440,15 +493,22 @@ int32_t model_timeout_ms_for(struct model *m, uint64_t left)
         return -1;
     if (left == 0)
         return 0;
-    uint64_t us = m->config.clock_fn(m->config.clock_context);
-    uint64_t ticks = m->now + left - m->base_tick; /* since the base point */
-    if (ticks > (UINT64_MAX - m->base_us) / m->config.tick_us)
-        return INT32_MAX;
-    uint64_t start = m->base_us + ticks * m->config.tick_us;
-    if (start <= us)
-        return 0;
-    uint64_t ms = (start - us + 999) / 1000;
-    return ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
+    uint64_t tick = m->config.tick_us;
+    uint64_t wait = left > UINT64_MAX / tick ? UINT64_MAX : left * tick;
+    if (!m->ticks_only) {
+        /* by the clock: until the due tick's first microsecond, unless the
+           clock went back (the next expire re-bases: `left` whole ticks) */
+        uint64_t us = m->config.clock_fn(m->config.clock_context);
+        if (us >= m->last_us) {
+            uint64_t ticks = m->now + left - m->base_tick; /* since the base */
+            uint64_t start = ticks > (UINT64_MAX - m->base_us) / tick
+                                 ? UINT64_MAX
+                                 : m->base_us + ticks * tick;
+            wait = start > us ? start - us : 0;
+        }
+    }
+    wait = wait / 1000 + (wait % 1000 != 0);
+    return wait > INT32_MAX ? INT32_MAX : (int32_t)wait;
 }
 
 /* ---- inspection --------------------------------------------------------- */

@@ -19,6 +19,14 @@
  *    due tick is not after the current tick (delay 0) waits for the next
  *    call; a periodic re-arm that is still not after the current tick (the
  *    timer is catching up) runs in the same call, after those already due;
+ *  - where a delay d counts from (timer.h, tw_add): on a tick-driven
+ *    wheel from now; on a clock-driven one from the first tick boundary at
+ *    or after the clock reading of the call (never before now), so the
+ *    timer is due no earlier than d whole ticks of the clock after the
+ *    call; for d = 0, from the tick that reading falls in; an AUTO wheel not driven yet counts from now and moves its
+ *    clock's reference point to the call. A due tick more than
+ *    TW_MAX_DELAY past now is -ERANGE, unless the wheel is empty and not
+ *    driving: then now first moves up to the clock;
  *  - a one-shot's id dies when its callback starts; its release hook runs
  *    right after the callback; a periodic timer re-arms at due + interval
  *    after its callback returns, unless the callback rescheduled or
@@ -42,8 +50,10 @@ struct model_config {
     uint64_t start_tick;
     uint32_t tick_us;
     uint64_t max_timers;      /* 0 = no cap */
-    model_clock_fn *clock_fn; /* read once at creation and by model_expire */
+    model_clock_fn *clock_fn; /* read at creation, by model_expire, and by
+                                 adds and reschedules that count from it */
     void *clock_context;
+    int drive; /* enum tw_drive_kind */
 };
 
 struct model_stats {

@@ -119,10 +119,12 @@ static void run_scenario(enum scenario sc, uint64_t budget)
         done += len;
         programs++;
     }
+    struct clock_rule_counts rule = interp_clock_rule_counts();
     printf("[ model    ] %-8s seed %" PRIu64 ": %" PRIu64 " programs, %" PRIu64
-           " operations agree (early next-expiry answers checked so far: %" PRIu64
-           ")\n",
-           scenario_names[sc], seed, programs, done, interp_early_answers());
+           " operations agree (so far: %" PRIu64 " early next-expiry answers, "
+           "%" PRIu64 " firings and %" PRIu64 " pending timers checked by the clock)\n",
+           scenario_names[sc], seed, programs, done, interp_early_answers(),
+           rule.firings, rule.pending);
     program_free(&p);
     free(f);
 }

@@ -123,6 +123,7 @@ static void test_backwards_clock_rebases(void **state)
     assert_int_equal(tw_expire(w), 0);
     assert_int_equal(tw_now(w), 10);
     assert_int_not_equal(tw_add(w, 0, rec_cb, TAG(1)), 0);
+    /* added 10.5 ms in: due at tick 16, the fifth whole tick after the call */
     assert_int_not_equal(tw_add(w, 5, rec_cb, TAG(2)), 0);
 
     clk.us = base + 5000; /* 5.5 ms backwards: no tick, delay 0 still runs */
@@ -135,22 +136,22 @@ static void test_backwards_clock_rebases(void **state)
     CHECK(w);
 
     /* New reference: (base + 5000 us, tick 10). */
-    clk.us = base + 5000 + 4999;
+    clk.us = base + 5000 + 5999;
     assert_int_equal(tw_expire(w), 0);
-    assert_int_equal(tw_now(w), 14);
+    assert_int_equal(tw_now(w), 15);
     clk.us += 1;
     assert_int_equal(tw_expire(w), 1);
-    ASSERT_FIRE(1, 15, 2);
-    assert_int_equal(tw_now(w), 15);
+    ASSERT_FIRE(1, 16, 2);
+    assert_int_equal(tw_now(w), 16);
 
     /* A 1 us step back re-bases too; nothing moves. */
     clk.us -= 1;
     assert_int_equal(tw_expire(w), 0);
     assert_int_equal(get_stats(w).rebases, 2);
-    assert_int_equal(tw_now(w), 15);
+    assert_int_equal(tw_now(w), 16);
     clk.us += 1001;
     assert_int_equal(tw_expire(w), 0);
-    assert_int_equal(tw_now(w), 16);
+    assert_int_equal(tw_now(w), 17);
     CHECK(w);
     drop(w);
 }
@@ -218,8 +219,9 @@ static void test_timeout_ms(void **state)
     assert_int_equal(tw_timeout_ms(w), 4);
     assert_int_equal(tw_cancel(w, a), 1);
     assert_int_equal(tw_timeout_ms(w), -1);
-    assert_int_not_equal(tw_add(w, 5, rec_cb, TAG(2)), 0); /* due tick 6 */
-    assert_int_equal(tw_timeout_ms(w), 5);                 /* 4.5 ms */
+    /* added 1.5 ms in: due at tick 7, five whole ticks after the call */
+    assert_int_not_equal(tw_add(w, 5, rec_cb, TAG(2)), 0);
+    assert_int_equal(tw_timeout_ms(w), 6); /* 5.5 ms, rounded up */
     assert_int_not_equal(tw_add(w, 0, rec_cb, TAG(3)), 0);
     assert_int_equal(tw_timeout_ms(w), 0);
     assert_int_equal(tw_timeout_ms(NULL), -1);
