@@ -79,7 +79,10 @@ typedef void tw_callback(tw_wheel *wheel, tw_id id, void *user_data);
  * tw_destroy() for timers still pending. Signature-compatible with free(). */
 typedef void tw_release(void *user_data);
 
-/* A monotonic clock in microseconds, for tw_expire(). */
+/* A monotonic clock in microseconds, for tw_expire(), tw_timeout_ms() and,
+ * unless the wheel is TW_DRIVE_TICKS, every add and reschedule: it is called
+ * from every thread that makes those calls, without the wheel's lock, so it
+ * must be thread-safe. */
 typedef uint64_t tw_clock_fn(void *context);
 
 /* realloc-style allocator: (NULL, n) allocates, (p, n) resizes, (p, 0) frees
@@ -98,13 +101,14 @@ enum tw_lock_kind {
                             default: holds up with more threads than cores */
 };
 
-/* Where a delay counts from (tw_config.drive). See tw_add(). */
+/* How a wheel is driven, which decides where a delay counts from
+ * (tw_config.drive; see tw_add()). */
 enum tw_drive_kind {
-    TW_DRIVE_AUTO = 0, /* decided by the first driving call: tw_expire() or
-                          tw_thread_start() make the wheel clock-driven,
-                          tw_advance() tick-driven; the default */
-    TW_DRIVE_CLOCK = 1, /* from the wheel's clock at the call, from creation on */
-    TW_DRIVE_TICKS = 2 /* from tw_now(); no clock read per add */
+    TW_DRIVE_AUTO = 0, /* the default: decided by the first driving call.
+                          tw_expire() or tw_thread_start() make the wheel
+                          clock-driven, tw_advance() tick-driven */
+    TW_DRIVE_CLOCK = 1, /* clock-driven from creation */
+    TW_DRIVE_TICKS = 2 /* tick-driven from creation: no clock read per add */
 };
 
 enum tw_clock_kind {
@@ -200,14 +204,17 @@ struct tw_stats {
 /* ---- wheel lifetime ----------------------------------------------------- */
 
 /* Fills *config with the defaults (1 ms ticks, TW_LOCK_ADAPTIVE,
- * CLOCK_MONOTONIC, libc allocator, no cap, start tick 0). Thread-safe. */
+ * CLOCK_MONOTONIC, libc allocator, no cap, start tick 0, TW_DRIVE_AUTO).
+ * Thread-safe. */
 TW_EXPORT void tw_config_init(struct tw_config *config);
 
 /* Creates a wheel. config may be NULL for the defaults. Returns NULL with
- * errno EINVAL (bad size, tick_us outside TW_MIN_TICK_US..TW_MAX_TICK_US,
- * unknown lock or clock kind, start_tick > TW_MAX_TICK, unknown non-zero
- * bytes past the fields this library knows) or ENOMEM. Thread-safe; no global
- * state is shared between wheels. */
+ * errno EINVAL (size smaller than 1.0's struct, tick_us outside
+ * TW_MIN_TICK_US..TW_MAX_TICK_US, unknown lock, clock or drive kind,
+ * start_tick > TW_MAX_TICK, unknown non-zero bytes past the fields this
+ * library knows) or ENOMEM. A config from an older header (a smaller size)
+ * gets the defaults for the fields it lacks. Thread-safe; no global state
+ * is shared between wheels. */
 TW_EXPORT tw_wheel *tw_create(const struct tw_config *config);
 
 /* Stops the timer thread if one runs (joining it, so a callback running on
@@ -226,20 +233,45 @@ TW_EXPORT int tw_destroy(tw_wheel *wheel);
 
 /* ---- timers ------------------------------------------------------------- */
 
-/* Adds a one-shot timer due `delay` ticks from tw_now(). delay 0 fires at the
- * start of the next tw_advance()/tw_expire() call. No release hook.
+/* Adds a one-shot timer due `delay` ticks from now. "Now" depends on how the
+ * wheel is driven (tw_config.drive):
+ *  - tick-driven: tw_now(). Exact in ticks: tw_advance(delay) runs it.
+ *  - clock-driven: the wheel's clock, read by this call as it starts,
+ *    rounded up to the next tick boundary (never before tw_now()). tw_now()
+ *    only moves when the wheel is driven, so it may lag the clock by any
+ *    amount; the clock does not. The timer never runs before `delay` whole
+ *    ticks of the clock have passed since the call, whatever the caller's
+ *    loop order and from any thread, and runs at the first tw_expire() that
+ *    reads the clock at or past the end of its tick: at most one tick after
+ *    `delay` has passed, plus the time until that tw_expire() call.
+ *  - AUTO and not driven yet: tw_now(), exact in ticks; the wheel's clock
+ *    then restarts at this call (tick tw_now() begins here), so if the
+ *    first driving call is tw_expire(), timers added before it are not
+ *    early by the clock either (they are late by at most the time between
+ *    the first and the last of these calls).
+ * Every add and reschedule on a wheel that is not TW_DRIVE_TICKS reads the
+ * clock (the README's benchmarks give what that costs). delay 0 fires at the start of the next
+ * tw_advance()/tw_expire() call (clock-driven: it is due at the tick the
+ * clock is in, so the next tw_expire() runs it; a tw_advance() runs it once
+ * it reaches that tick). No release hook.
  * Returns its id, or 0 with errno EINVAL (NULL wheel or callback), ERANGE
- * (delay > TW_MAX_DELAY), ENOSPC (max_timers reached), ENOMEM, or EBUSY
+ * (delay > TW_MAX_DELAY; or, on a clock-driven wheel holding timers, when
+ * no tw_expire() ran for so long that the due tick lies more than
+ * TW_MAX_DELAY ticks past tw_now(); a wheel holding none moves tw_now() up
+ * to the clock instead), ENOSPC (max_timers reached), ENOMEM, or EBUSY
  * (the wheel is being destroyed). On failure nothing is scheduled and
  * user_data stays the caller's. Thread-safe. */
 TW_EXPORT tw_id tw_add(tw_wheel *wheel, uint64_t delay, tw_callback *callback,
                        void *user_data);
 
 /* Adds a fixed-rate periodic timer: the k-th firing (k = 0, 1, ...) is due at
- * tw_now() + first + k * interval, however late earlier callbacks ran; a
- * driver that fell behind runs every missed firing, in order. interval must
- * be 1..TW_MAX_DELAY (0 gives EINVAL), first 0..TW_MAX_DELAY. Errors as
- * tw_add(). Runs until cancelled. Thread-safe. */
+ * now + first + k * interval ("now" as in tw_add()), however late earlier
+ * callbacks ran; a driver that fell behind runs every missed firing, in
+ * order. On a clock-driven wheel with first 0 the grid starts at the tick
+ * the clock is in, so later firings may come less than one tick before
+ * k intervals have passed since the call; with first >= 1 none is early.
+ * interval must be 1..TW_MAX_DELAY (0 gives EINVAL), first 0..TW_MAX_DELAY.
+ * Errors as tw_add(). Runs until cancelled. Thread-safe. */
 TW_EXPORT tw_id tw_add_periodic(tw_wheel *wheel, uint64_t first,
                                 uint64_t interval, tw_callback *callback,
                                 void *user_data);
@@ -264,17 +296,19 @@ TW_EXPORT tw_id tw_add_ex(tw_wheel *wheel, uint64_t delay, uint64_t interval,
  * Returns -EINVAL for a NULL wheel. Thread-safe. */
 TW_EXPORT int tw_cancel(tw_wheel *wheel, tw_id id);
 
-/* Moves a live timer in O(1) so that it is next due `delay` ticks from
- * tw_now() (a periodic timer then continues every interval from there).
- * Counts as a new insertion for ordering within a tick. Returns 1 on success;
- * 0 when the id is not live (including a one-shot whose callback has started);
- * -EINVAL for a NULL wheel; -ERANGE when delay > TW_MAX_DELAY, -ENOMEM when
- * the slot entry it needs cannot be allocated (in both cases the timer is
- * left untouched). Thread-safe. */
+/* Moves a live timer in O(1) so that it is next due `delay` ticks from now,
+ * "now" as in tw_add() (a periodic timer then continues every interval from
+ * there). Counts as a new insertion for ordering within a tick. Returns 1
+ * on success; 0 when the id is not live (including a one-shot whose
+ * callback has started); -EINVAL for a NULL wheel; -ERANGE as tw_add()'s
+ * ERANGE, -ENOMEM when the slot entry it needs cannot be allocated (in
+ * both cases the timer is left untouched). Thread-safe. */
 TW_EXPORT int tw_reschedule(tw_wheel *wheel, tw_id id, uint64_t delay);
 
-/* Ticks until the timer's next firing: 0 when it is due, TW_NEVER when the id
- * is not live or the wheel is NULL. Thread-safe. */
+/* Ticks from tw_now() until the timer's next firing: 0 when it is due,
+ * TW_NEVER when the id is not live or the wheel is NULL. On a clock-driven
+ * wheel whose tw_now() lags the clock this is more than the delay asked
+ * for. Thread-safe. */
 TW_EXPORT uint64_t tw_remaining(tw_wheel *wheel, tw_id id);
 
 /* ---- driving ------------------------------------------------------------ */
@@ -298,7 +332,10 @@ TW_EXPORT int64_t tw_expire(tw_wheel *wheel);
  * first, in insertion order, even when ticks is 0; then the rest in due-tick
  * order, FIFO within a tick. Empty
  * stretches are skipped in O(1) per occupied slot, with every cascade done
- * exactly as ticking one by one would. Returns as tw_expire(). */
+ * exactly as ticking one by one would. Returns as tw_expire(). The first
+ * driving call of a TW_DRIVE_AUTO wheel makes it tick-driven; on a
+ * clock-driven wheel it moves tw_now() ahead of the clock, and delays then
+ * count from tw_now(), the later of the two. */
 TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
 
 /* Ticks until the earliest pending timer is due: 0 when one is due now,
@@ -316,15 +353,21 @@ TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
  * read a whole slot). Thread-safe. */
 TW_EXPORT uint64_t tw_next_expiry(tw_wheel *wheel);
 
-/* Milliseconds until the earliest timer is due by the wheel's clock, rounded
- * up, for epoll_wait()/poll(): -1 when nothing is pending (or NULL wheel),
- * 0 when something is due, at most INT32_MAX. Computed from
+/* Milliseconds until the earliest timer is due, rounded up, for
+ * epoll_wait()/poll(): -1 when nothing is pending (or NULL wheel), 0 when
+ * something is due, at most INT32_MAX. By the wheel's clock, except on a
+ * wheel only ever driven by tw_advance(), where the clock says nothing
+ * about when the next tick comes: there it is tw_next_expiry() ticks
+ * times the tick length. After the clock went backwards (before the
+ * tw_expire() that re-bases) it is also that tick count. Computed from
  * tw_next_expiry(), so O(1) and never late (early in the case it names).
  * Thread-safe. */
 TW_EXPORT int32_t tw_timeout_ms(tw_wheel *wheel);
 
 /* Starts a dedicated thread that calls tw_expire() every period_us
- * microseconds (skynet: 2500); callbacks then run on that thread. Returns 0,
+ * microseconds (skynet: 2500); callbacks then run on that thread, and an
+ * AUTO wheel becomes clock-driven: a timer runs at most about one tick plus
+ * one period after its delay has passed. Returns 0,
  * -EINVAL (NULL wheel, period_us 0, or a TW_LOCK_NONE wheel), -EBUSY (already
  * running, or the wheel is being destroyed: a thread started then would
  * outlive it) or a negative pthread error. Thread-safe. */
@@ -337,8 +380,10 @@ TW_EXPORT int tw_thread_stop(tw_wheel *wheel);
 
 /* ---- inspection --------------------------------------------------------- */
 
-/* Current tick (64-bit, never wraps); 0 for NULL. While a callback runs it is
- * the tick being dispatched (see tw_callback). Thread-safe. */
+/* Current tick (64-bit, never wraps): where the last tw_advance()/tw_expire()
+ * left the wheel, so on a clock-driven wheel it lags the clock between
+ * calls; 0 for NULL. While a callback runs it is the tick being dispatched
+ * (see tw_callback). Thread-safe. */
 TW_EXPORT uint64_t tw_now(tw_wheel *wheel);
 
 /* Live timers: those a tw_cancel() could still stop. 0 for NULL. */

@@ -71,6 +71,15 @@ enum class lock_kind : int {
     none = TW_LOCK_NONE    /* single-threaded: no lock, no atomics */
 };
 
+/* Where a delay counts from: see tw_drive_kind in timer.h. */
+enum class drive_kind : int {
+    automatic = TW_DRIVE_AUTO, /* default: clock-driven once expire() ran
+                                  (or the timer thread started), tick-driven
+                                  once advance() ran first */
+    clock = TW_DRIVE_CLOCK,    /* from the clock at the call, from creation */
+    ticks = TW_DRIVE_TICKS     /* from now(); exact in ticks; no clock read */
+};
+
 enum class clock_kind : int {
     monotonic = TW_CLOCK_MONOTONIC,
     monotonic_coarse = TW_CLOCK_MONOTONIC_COARSE
@@ -88,6 +97,7 @@ struct config {
     tw_realloc_fn *realloc_fn = nullptr;   /* optional allocator */
     void *alloc_context = nullptr;
     std::uint64_t start_tick = 0;          /* initial now() */
+    drive_kind drive = drive_kind::automatic;
 };
 
 class wheel;
@@ -381,8 +391,8 @@ public:
         return detail::ticks_to_duration(t, b_->tick_us());
     }
 
-    /* Moves a pending timer so that it is next due `delay` from the wheel's
-     * now (rounded up to ticks); a periodic timer then keeps its interval
+    /* Moves a pending timer so that it is next due `delay` from now (rounded
+     * up to ticks; "now" as for wheel::after()); a periodic timer then keeps its interval
      * from there. false when the timer is not pending (a one-shot cannot be
      * rescheduled from its own callback: add a new timer instead). Throws
      * std::system_error(ERANGE) when delay exceeds the wheel's range, or
@@ -449,6 +459,7 @@ public:
         c.alloc_context = cfg.alloc_context;
         c.max_timers = cfg.max_timers;
         c.start_tick = cfg.start_tick;
+        c.drive = static_cast<int>(cfg.drive);
         w_ = tw_create(&c);
         if (!w_)
             detail::throw_error(errno, "tw_create");
@@ -475,7 +486,11 @@ public:
     ~wheel() { destroy(); }
 
     /* Runs f() once, `delay` from now (rounded up to whole ticks; 0 runs it at
-     * the start of the next expire()/advance()). Throws std::system_error:
+     * the start of the next expire()/advance()). On a clock-driven wheel
+     * "now" is the clock at this call, whenever expire() last ran: f never
+     * runs before `delay` has passed, and at most about one tick plus the
+     * wait for the next expire() after it. On a tick-driven wheel it is
+     * now(), exactly. See tw_add(). Throws std::system_error:
      * ERANGE (delay too long), ENOSPC (max_timers reached), ENOMEM, EINVAL
      * (moved-from wheel); f is then destroyed and nothing is scheduled. */
     template <class Rep, class Period, class F>

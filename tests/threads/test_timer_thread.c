@@ -119,6 +119,152 @@ static void test_fake_clock(void **state)
     thr_destroy(w);
 }
 
+/* ---- delays count from the clock, not from the timer thread's tick ------- */
+
+#define CLOCK0 UINT64_C(7000000) /* the fake clock at creation: tick 0 */
+#define TICK_US UINT64_C(1000)
+
+/* user_data of these timers: when they were armed and for how long */
+struct armed {
+    _Atomic uint64_t at_us, delay_us;
+    _Atomic uint64_t fired_us;   /* the fake clock when the callback ran */
+    _Atomic uint64_t fired_tick; /* tw_now() then: the tick it was due at */
+};
+
+static void clock_rule_cb(tw_wheel *w, tw_id id, void *data)
+{
+    struct armed *a = data;
+    (void)id;
+    note_thread();
+    atomic_store(&a->fired_tick, tw_now(w));
+    atomic_store(&a->fired_us, atomic_load(&clock_us));
+    if (atomic_load(&a->fired_us) < atomic_load(&a->at_us) + atomic_load(&a->delay_us))
+        atomic_fetch_add(&early, 1);
+    atomic_fetch_add(&fired, 1);
+}
+
+static atomic_int blocker_running, blocker_release;
+
+/* Holds the timer thread inside a callback until the test lets it go: its
+ * tw_now() is then stuck while the clock moves on. */
+static void blocker_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)w;
+    (void)id;
+    (void)data;
+    atomic_store(&blocker_running, 1);
+    thr_wait_int(&blocker_release, 1);
+}
+
+static void wait_for_count(tw_wheel *w, uint64_t count)
+{
+    uint64_t end = thr_now_us() + THR_HANG_US;
+    while (tw_count(w) != count && thr_now_us() < end)
+        sched_yield();
+    assert_int_equal(tw_count(w), count);
+}
+
+static void wait_for_tick(tw_wheel *w, uint64_t tick)
+{
+    uint64_t end = thr_now_us() + THR_HANG_US;
+    while (tw_now(w) < tick && thr_now_us() < end)
+        sched_yield();
+    assert_true(tw_now(w) >= tick);
+}
+
+#define ARMED 64
+
+static void test_clock_driven_adds(void **state)
+{
+    static struct armed armed[ARMED];
+    int kind = thr_lock_of(state);
+    uint64_t seed = thr_seed(11);
+    tw_wheel *w;
+    tw_id ids[ARMED];
+    int i;
+
+    reset();
+    memset(armed, 0, sizeof armed);
+    atomic_store(&blocker_running, 0);
+    atomic_store(&blocker_release, 0);
+    atomic_store(&clock_us, CLOCK0);
+    w = thr_wheel(kind, (uint32_t)TICK_US, thr_fake_clock, &clock_us);
+    assert_true(tw_add(w, 2, blocker_cb, NULL) != 0);
+    assert_int_equal(tw_thread_start(w, 100), 0); /* AUTO: clock-driven now */
+
+    /* 1. The timer thread is stuck in a callback at tick 2 while the clock
+     * runs 50 ms on: timers added meanwhile count from the clock, not from
+     * the stuck tick. */
+    atomic_store(&clock_us, CLOCK0 + 2 * TICK_US);
+    assert_true(thr_wait_int(&blocker_running, 1));
+    atomic_store(&clock_us, CLOCK0 + 52300);
+    for (i = 0; i < 8; i++) {
+        atomic_store(&armed[i].at_us, atomic_load(&clock_us));
+        atomic_store(&armed[i].delay_us, (uint64_t)(1 + 3 * i) * TICK_US);
+        ids[i] = tw_add(w, 1 + 3 * (uint64_t)i, clock_rule_cb, &armed[i]);
+        assert_true(ids[i] != 0);
+    }
+    atomic_store(&blocker_release, 1);
+    wait_for_tick(w, 52); /* caught up to the clock ... */
+    thr_sleep_us(2000);
+    assert_int_equal(atomic_load(&fired), 0); /* ... and nothing ran early */
+
+    /* 2. The clock moves in random steps; each step arms a new timer or
+     * moves a pending one at once (the thread may or may not have expired
+     * since), then waits until the thread has caught up. */
+    for (i = 8; i < ARMED; i++) {
+        uint64_t step = thr_rng(&seed) % (3 * TICK_US);
+        uint64_t delay = thr_rng(&seed) % 20;
+        uint64_t at = atomic_load(&clock_us) + step;
+        int which = i;
+        atomic_store(&clock_us, at);
+        if (i % 4 == 3) /* move one of the first eight instead */
+            which = (int)(thr_rng(&seed) % 8);
+        if (which == i) {
+            atomic_store(&armed[i].at_us, at);
+            atomic_store(&armed[i].delay_us, delay * TICK_US);
+            ids[i] = tw_add(w, delay, clock_rule_cb, &armed[i]);
+            assert_true(ids[i] != 0);
+        } else if (atomic_load(&armed[which].fired_us) == 0) {
+            /* the callback reads at_us/delay_us: set them first, and put
+               them back if the timer fired before the move */
+            uint64_t old_at = atomic_load(&armed[which].at_us);
+            uint64_t old_delay = atomic_load(&armed[which].delay_us);
+            atomic_store(&armed[which].delay_us, 0);
+            atomic_store(&armed[which].at_us, at);
+            atomic_store(&armed[which].delay_us, delay * TICK_US);
+            if (tw_reschedule(w, ids[which], delay) != 1) {
+                atomic_store(&armed[which].delay_us, old_delay);
+                atomic_store(&armed[which].at_us, old_at);
+            }
+        }
+        wait_for_tick(w, (at - CLOCK0) / TICK_US);
+    }
+    atomic_store(&clock_us, atomic_load(&clock_us) + 30 * TICK_US);
+    wait_for_count(w, 0);
+    assert_int_equal(tw_thread_stop(w), 0);
+
+    /* By the clock: no callback before its delay had passed since the call
+     * that armed it; and each timer's tick began at most one tick after
+     * that (rounding up to a tick boundary), so with a driver every 100 µs
+     * it ran about a tick late at most. */
+    assert_int_equal(atomic_load(&early), 0);
+    for (i = 0; i < ARMED; i++) {
+        uint64_t due = atomic_load(&armed[i].at_us) + atomic_load(&armed[i].delay_us);
+        uint64_t tick_start = CLOCK0 + atomic_load(&armed[i].fired_tick) * TICK_US;
+        if (i >= 8 && i % 4 == 3)
+            continue; /* no timer of its own */
+        assert_true(atomic_load(&armed[i].fired_us) >= due);
+        if (atomic_load(&armed[i].delay_us) == 0) /* due in the call's tick */
+            assert_true(tick_start <= due);
+        else
+            assert_true(tick_start >= due);
+        assert_true(tick_start < due + TICK_US);
+    }
+    expect_one_timer_thread();
+    thr_destroy(w);
+}
+
 /* ---- real clock ---------------------------------------------------------- */
 
 #define REAL_TIMERS 200
@@ -455,6 +601,9 @@ int main(void)
         T_SPIN(test_callbacks_reenter),
         T_ADAPTIVE(test_callbacks_reenter),
         T_MUTEX(test_callbacks_reenter),
+        T_SPIN(test_clock_driven_adds),
+        T_ADAPTIVE(test_clock_driven_adds),
+        T_MUTEX(test_clock_driven_adds),
     };
     return THR_RUN(tests);
 }
