@@ -11,8 +11,11 @@
  *     pending the skill is refused.
  *
  * The loop is the classic one: epoll_wait() sleeps until a socket is readable
- * or the next timer is due (tw_timeout_ms() is that timeout), then tw_expire()
- * runs whatever came due. There is no real network here: the "clients" write
+ * or the next timer is due (tw_timeout_ms() is that timeout), tw_expire()
+ * runs whatever came due, then the events are handled. The wheel is driven
+ * by its clock, so a timer a handler adds counts from the clock at that
+ * moment, in either order; running the timers first keeps tw_now() fresh for
+ * the handlers (tw_remaining() of a cooldown is then what the player sees). There is no real network here: the "clients" write
  * packets into a pipe registered in epoll, so the loop really waits on a file
  * descriptor exactly as it would on sockets.
  *
@@ -408,8 +411,10 @@ static int run(struct server *srv)
         return -1;
     }
 
-    /* Every client logs in at once. The wheel's clock is already running,
-     * so the time this takes shows up as lateness in the first second. */
+    /* Every client logs in at once, before the loop's first tw_expire():
+     * until then the wheel counts in ticks and restarts its clock at every
+     * add (timer.h, tw_add), so no login's timers are early, and the first
+     * logins' timers are late by the time the logins take. */
     uint64_t t0 = tw_gettime();
     for (uint32_t i = 0; i < srv->nsessions; i++)
         session_open(srv, &srv->sessions[i], IDLE_KICK_MS);
@@ -441,16 +446,16 @@ static int run(struct server *srv)
         srv->turns++;
         if (n > 0)
             srv->turns_io++;
-        for (int i = 0; i < n; i++) {
-            if (events[i].data.fd == srv->pipe_rd)
-                read_packets(srv);
-        }
         /* Run every timer whose tick has passed on the wheel's clock. */
         int64_t ran = tw_expire(srv->wheel);
         if (ran < 0) {
             fprintf(stderr, "heartbeat: tw_expire: %s\n",
                     tw_strerror((int)ran));
             return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            if (events[i].data.fd == srv->pipe_rd)
+                read_packets(srv);
         }
     }
     return 0;
