@@ -23,11 +23,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 
 #define TW_VERSION_MAJOR 1
-#define TW_VERSION_MINOR 0
+#define TW_VERSION_MINOR 1
 #define TW_VERSION_PATCH 0
 #define TW_VERSION_HEX                                                        \
     ((TW_VERSION_MAJOR << 16) | (TW_VERSION_MINOR << 8) | TW_VERSION_PATCH)
-#define TW_VERSION_STRING "1.0.0"
+#define TW_VERSION_STRING "1.1.0"
 
 /* Version of the function table returned by tw_get_api(). */
 #define TW_API_VERSION 1
