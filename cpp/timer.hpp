@@ -380,7 +380,9 @@ public:
      * a periodic timer until cancelled (or its wheel destroyed). */
     bool pending() const noexcept { return b_ && b_->live(); }
 
-    /* Time until the next run (0 when due), or nullopt when not pending. */
+    /* Ticks from the wheel's now() until the next run, as a duration (0 when
+     * due), or nullopt when not pending. On a clock-driven wheel now() lags
+     * the clock between expire() calls, so this can exceed the time left. */
     std::optional<duration> remaining() const noexcept
     {
         if (!pending())
@@ -501,9 +503,12 @@ public:
     }
 
     /* Runs f() every `interval` (rounded up to whole ticks, at least one),
-     * first `first` from now, at a fixed rate without drift: a driver that
-     * fell behind runs every missed firing, in order. Errors as after(), plus
-     * EINVAL for an interval <= 0. */
+     * first `first` from now ("now" as for after()), at a fixed rate without
+     * drift: a driver that fell behind runs every missed firing, in order.
+     * On a clock-driven wheel with `first` under one tick, the grid starts
+     * at the tick the clock is in: later firings may come less than a tick
+     * before k intervals have passed (tw_add_periodic()). Errors as after(),
+     * plus EINVAL for an interval <= 0. */
     template <class R1, class P1, class R2, class P2, class F>
     timer every(std::chrono::duration<R1, P1> first,
                 std::chrono::duration<R2, P2> interval, F &&f)
@@ -540,9 +545,12 @@ public:
     /* The same, moving the wheel `ticks` ticks forward without a clock. */
     std::size_t advance(std::uint64_t ticks) { return drive(true, ticks); }
 
-    /* Time until the earliest pending timer (0 when one is due), or nullopt
-     * when nothing is pending. O(1); may be early, never late, in the one
-     * case tw_next_expiry() names (stats().next_expiry_exact is exact). */
+    /* Ticks from now() until the earliest pending timer, as a duration (0
+     * when one is due), or nullopt when nothing is pending. O(1); may be
+     * early, never late, in the one case tw_next_expiry() names
+     * (stats().next_expiry_exact is exact). On a clock-driven wheel now()
+     * lags the clock between expire() calls: to sleep, use timeout_ms(),
+     * which counts by the clock. */
     std::optional<duration> next_expiry() const noexcept
     {
         const std::uint64_t t = tw_next_expiry(w_);
@@ -551,7 +559,8 @@ public:
         return detail::ticks_to_duration(t, tick_us_);
     }
 
-    /* Milliseconds for epoll_wait()/poll(): -1 idle, 0 due, rounded up. */
+    /* Milliseconds for epoll_wait()/poll(), by the wheel's clock: -1 idle,
+     * 0 due, rounded up (tw_timeout_ms()). */
     int timeout_ms() const noexcept { return static_cast<int>(tw_timeout_ms(w_)); }
 
     /* Starts/stops the C library's timer thread, which calls tw_expire()
