@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "timer.h"
+#include <twheel/timer.h>
 
 namespace bench {
 

@@ -15,7 +15,7 @@
  * is the same on every run; a real server calls expire() from its loop and
  * sleeps for next_expiry() or timeout_ms().
  */
-#include "cpp/timer.hpp"
+#include <twheel/timer.hpp>
 
 #include <array>
 #include <chrono>

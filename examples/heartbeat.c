@@ -41,7 +41,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "timer.h" /* <twheel/timer.h> once installed */
+#include <twheel/timer.h>
 
 /* One tick is one millisecond (the wheel's default), so every delay below is
  * in ticks and milliseconds at once. skynet uses 10 ms ticks; with those the

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "timer.h"
+#include <twheel/timer.h>
 
 /* The last table member this host calls. A library whose table is shorter
  * (an older one) is refused; a longer one (newer) is fine: tables only grow. */

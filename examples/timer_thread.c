@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "timer.h" /* <twheel/timer.h> once installed */
+#include <twheel/timer.h>
 
 #if defined(__linux__)
 #include <sys/prctl.h>

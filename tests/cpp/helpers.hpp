@@ -6,7 +6,7 @@
 /* Every standard header first: cmocka.h defines macros such as fail() that
  * clash with names in the C++ library (std::ios::fail). Test files include
  * their own standard headers before this one. */
-#include "cpp/timer.hpp"
+#include <twheel/timer.hpp>
 
 #include <chrono>
 #include <ios>

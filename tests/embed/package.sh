@@ -206,14 +206,13 @@ EOF
 subproject)
     mkdir -p "$work/proj/subprojects"
     ln -s "$src" "$work/proj/subprojects/twheel"
-    # From the source tree the header is found as "timer.h".
-    write_consumer '#include "timer.h"'
+    # The same spelling as installed: <twheel/timer.h>.
+    write_consumer '#include <twheel/timer.h>'
     mv "$work/consumer.c" "$work/proj/"
     cat >"$work/proj/meson.build" <<'EOF'
 project('twheel_consumer', 'c',
   default_options: ['c_std=c11', 'warning_level=3', 'werror=true'])
-subproject('twheel', default_options: ['tests=false', 'examples=false',
-                                       'bench=false', 'facade=false'])
+subproject('twheel')
 # The subproject overrides dependency('twheel'): no pkg-config lookup.
 twheel = dependency('twheel')
 executable('consumer', 'consumer.c', dependencies: twheel)

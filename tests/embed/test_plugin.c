@@ -28,7 +28,7 @@
 
 #include <cmocka.h>
 
-#include "timer.h"
+#include <twheel/timer.h>
 
 static const char *lib_path;      /* argv[1] */
 static char copy_dir[1024];       /* temporary folder for the copies */

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "model.h"
-#include "timer.h"
+#include <twheel/timer.h>
 
 uint64_t interp_max_step = UINT64_MAX;
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "timer.h"
+#include <twheel/timer.h>
 
 enum { FREE, QUEUED, DEFERRED, RUNNING };
 

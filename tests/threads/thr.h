@@ -31,7 +31,7 @@
 
 #include <cmocka.h>
 
-#include "timer.h"
+#include <twheel/timer.h>
 
 /* ---- sanitizers --------------------------------------------------------- */
 

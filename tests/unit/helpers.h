@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "timer.h"
+#include <twheel/timer.h>
 
 /* user_data carries a small integer tag. */
 #define TAG(n) ((void *)(uintptr_t)(n))

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "timer.h"
+#include <twheel/timer.h>
 
 static int check_result_in_callback;
 static int firings;
