@@ -40,6 +40,20 @@
 #ifndef TW_TIMER_HPP
 #define TW_TIMER_HPP
 
+/* Said plainly rather than as the first template error: the facade needs
+ * C++17 (std::optional, if constexpr) and exceptions (errors are
+ * std::system_error). Without exceptions, use the C API of timer.h, which
+ * C++ code can call directly. */
+#if !defined(_MSVC_LANG) && __cplusplus < 201703L
+#error "twheel/timer.hpp needs C++17 or later (-std=c++17); the C API in twheel/timer.h works with any C++"
+#endif
+#if defined(_MSVC_LANG) && _MSVC_LANG < 201703L
+#error "twheel/timer.hpp needs C++17 or later (/std:c++17); the C API in twheel/timer.h works with any C++"
+#endif
+#if !defined(__cpp_exceptions) && !defined(__EXCEPTIONS) && !defined(_CPPUNWIND)
+#error "twheel/timer.hpp reports errors as exceptions and cannot be built with -fno-exceptions; use the C API in twheel/timer.h"
+#endif
+
 #include "timer.h"
 
 #include <atomic>
