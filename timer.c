@@ -221,6 +221,7 @@ struct tw_wheel {
     uint32_t cancel_waiters; /* tw_cancel calls waiting for that callback */
     spin_word callbacks_done; /* bumped for them when a callback is settled */
     uint64_t running_due; /* the tick that node was due at */
+    uint64_t drive_target; /* while driving: the tick the call walks to */
     int driving;      /* inside tw_advance/tw_expire */
     int timer_thread_driving; /* ... called by the timer thread */
     int destroying;   /* tw_destroy is releasing and freeing */
@@ -626,12 +627,15 @@ static unsigned list_of(const struct node *n)
  * firings are coalesced). */
 static uint64_t due_tick(const tw_wheel *w, const struct node *n)
 {
+    /* a due queue holds ticks up to now, or while driving up to the call's
+     * target (delay 0 on a clock-driven wheel, see due_of_call) */
     uint64_t due, span = UINT64_C(1) << (32 + DUE_EPOCH_BITS);
+    uint64_t latest = w->driving ? w->drive_target : w->now;
     if (!(n->list & DUE_FLAG))
         return w->now + (uint32_t)(n->expire - (uint32_t)w->now);
-    due = (w->now & ~(span - 1)) |
+    due = (latest & ~(span - 1)) |
           ((uint64_t)(n->list & DUE_EPOCH_MASK) << 32) | n->expire;
-    return due > w->now ? due - span : due;
+    return due > latest ? due - span : due;
 }
 
 static int entry_live(const tw_wheel *w, uint32_t index, uint32_t position)
@@ -954,6 +958,22 @@ static HOT_INLINE void schedule(tw_wheel *w, uint32_t index, struct node *n,
         link_tail(w, slot_for((uint32_t)due, (uint32_t)w->now), index, n);
 }
 
+/* An add or reschedule: a delay of 0 made while the wheel is driven waits
+ * for the next call even when its due tick (the clock's, on a clock-driven
+ * wheel) lies ahead of the tick being dispatched: a callback that re-adds
+ * itself with delay 0 runs once per call, never in a loop. */
+static HOT_INLINE void schedule_call(tw_wheel *w, uint32_t index,
+                                     struct node *n, uint64_t due,
+                                     uint64_t delay)
+{
+    if (delay == 0 && w->driving) {
+        n->expire = (uint32_t)due;
+        link_due(w, w->due_list, index, due);
+    } else {
+        schedule(w, index, n, due);
+    }
+}
+
 /* Where a delay counts from. On a tick-driven wheel: `now`, exact in
  * ticks. On a clock-driven wheel `now` only moves when the driver runs, so
  * it can lag the clock by any amount (an event loop adding timers before
@@ -1023,6 +1043,8 @@ static uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
         return w->now + delay;
     }
     start = clock_tick(w, clock, delay != 0);
+    if (delay == 0 && w->driving && start > w->drive_target)
+        start = w->drive_target; /* on the due queue: see schedule_call */
     if (start - w->now > TW_MAX_DELAY - delay) {
         if (w->live || w->driving)
             return TW_NEVER;
@@ -1086,7 +1108,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     n->user_data = user_data;
     n->interval = (uint32_t)interval;
     n->release = (uint8_t)release_slot;
-    schedule(w, index, n, due);
+    schedule_call(w, index, n, due, delay);
     w->live++;
     w->added++;
     id = make_id(index, n->generation); /* before unlocking: it may fire at once */
@@ -1268,6 +1290,7 @@ static int64_t drive(tw_wheel *w, uint64_t target)
     int64_t ran;
     unsigned list = w->due_list;
     w->driving = 1;
+    w->drive_target = target;
     w->driver = pthread_self();
     w->due_list = list == LIST_DUE_A ? LIST_DUE_B : LIST_DUE_A;
     ran = run_batch(w, list);
@@ -1916,7 +1939,7 @@ TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
     }
     if (n->state == NODE_LINKED)
         unlink_node(w, n);
-    schedule(w, index, n, due);
+    schedule_call(w, index, n, due, delay);
     w->rescheduled++;
     unlock(w);
     return 1;
@@ -1951,6 +1974,35 @@ TW_EXPORT uint64_t tw_gettime(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* The clock read lower than last time: restart the reference point at this
+ * reading, keeping where the wheel stood against the clock. That is the
+ * part of the current tick already gone (so a clock that jitters back by a
+ * microsecond now and then costs that microsecond, not the tick, and
+ * cannot stall the wheel), or the lead a tw_advance gave it (the timers it
+ * has not reached do not become due early). Lock held. */
+static void rebase(tw_wheel *w, uint64_t clock)
+{
+    /* where tick `now` starts, relative to the last reading, in µs:
+     * ahead_us - behind_us (saturating; the lead can be any tw_advance) */
+    uint64_t ahead_us = w->now - w->base_tick, behind_us = 0;
+    ahead_us = ahead_us > UINT64_MAX / w->tick_us ? UINT64_MAX : ahead_us * w->tick_us;
+    if (w->last_clock_us >= w->base_us)
+        behind_us = w->last_clock_us - w->base_us;
+    else if (ahead_us <= UINT64_MAX - (w->base_us - w->last_clock_us))
+        ahead_us += w->base_us - w->last_clock_us;
+    else
+        ahead_us = UINT64_MAX;
+    if (ahead_us >= behind_us)
+        w->base_us = ahead_us - behind_us > UINT64_MAX - clock
+                         ? UINT64_MAX
+                         : clock + (ahead_us - behind_us);
+    else
+        w->base_us = behind_us - ahead_us > clock ? 0 : clock - (behind_us - ahead_us);
+    w->base_tick = w->now;
+    w->last_clock_us = clock;
+    w->rebases++;
+}
+
 static int64_t expire(tw_wheel *w, int timer_thread)
 {
     uint64_t clock, elapsed, target;
@@ -1960,6 +2012,7 @@ static int64_t expire(tw_wheel *w, int timer_thread)
     if (begin_drive(w))
         return -EBUSY;
     w->driving = 1;
+    w->drive_target = w->now;
     w->timer_thread_driving = timer_thread;
     w->driver = pthread_self();
     unlock(w);
@@ -1969,17 +2022,15 @@ static int64_t expire(tw_wheel *w, int timer_thread)
         spin_store(&w->drive, (unsigned)TW_DRIVE_CLOCK);
     w->ticks_only = 0;
     if (clock < w->last_clock_us) {
-        /* Re-based at the current tick: no tick passes, but timers already
-         * due run, as delay 0 promises for every call. */
-        w->base_us = w->last_clock_us = clock;
-        w->base_tick = w->now;
-        w->rebases++;
+        /* No tick passes, but timers already due run, as delay 0 promises
+         * for every call. */
+        rebase(w, clock);
         return drive(w, w->now);
     }
-    if (clock < w->base_us)
-        clock = w->base_us; /* an add before the first drive read it later */
     w->last_clock_us = clock;
-    elapsed = (clock - w->base_us) / w->tick_us;
+    /* A reference point ahead of the clock (an add before the first drive
+     * read a later time; a re-base kept tw_advance's lead): no tick yet. */
+    elapsed = clock > w->base_us ? (clock - w->base_us) / w->tick_us : 0;
     if (elapsed > TW_MAX_TICK - w->base_tick) {
         /* the one call that runs nothing, not even timers already due */
         w->driving = w->timer_thread_driving = 0;

@@ -40,6 +40,7 @@ struct model {
     uint64_t next_id;
     uint64_t seq;
     uint64_t now;
+    uint64_t target; /* while driving: the tick the call walks to */
     int driving, destroying;
     /* the periodic timer whose callback is running, if any */
     uint64_t running_id;
@@ -152,12 +153,13 @@ static void unqueue(struct model *m, uint64_t id)
  * An add or reschedule made during a call that is due at once waits for the
  * next call; a periodic re-arm that is still behind (catching up) does not,
  * it runs in this call, after the others already due. */
-static void insert_at(struct model *m, uint64_t id, uint64_t due, int rearm)
+static void insert_at(struct model *m, uint64_t id, uint64_t due, int rearm,
+                      int delay_zero)
 {
     struct mtimer *t = &m->timers[id];
     t->due = due;
     t->seq = ++m->seq;
-    if (m->driving && due <= m->now && !rearm) {
+    if (m->driving && (due <= m->now || delay_zero) && !rearm) {
         t->state = DEFERRED;
         m->deferred = grow(m->deferred, &m->deferred_capacity,
                            m->deferred_count + 1, sizeof *m->deferred);
@@ -210,6 +212,10 @@ static uint64_t delay_start(struct model *m, uint64_t delay)
         if (at > start)
             start = at;
     }
+    /* delay 0 during a call waits for the next one, due no later than the
+       tick this call walks to */
+    if (delay == 0 && m->driving && start > m->target)
+        start = m->target;
     if (start + delay - m->now > TW_MAX_DELAY) {
         if (m->live > 0 || m->driving)
             return TW_NEVER;
@@ -271,7 +277,7 @@ uint64_t model_add_ex(struct model *m, uint64_t delay, uint64_t interval,
     t->callback = callback;
     t->release = release;
     t->user_data = user_data;
-    insert_at(m, id, start + delay, 0);
+    insert_at(m, id, start + delay, 0, delay == 0);
     m->live++;
     m->stats.added++;
     return id;
@@ -324,7 +330,7 @@ int model_reschedule(struct model *m, uint64_t id, uint64_t delay)
     if (start == TW_NEVER)
         return -ERANGE;
     unqueue(m, id);
-    insert_at(m, id, start + delay, 0);
+    insert_at(m, id, start + delay, 0, delay == 0);
     if (id == m->running_id)
         m->running_rescheduled = 1;
     m->stats.rescheduled++;
@@ -374,7 +380,7 @@ static void fire(struct model *m, uint64_t id)
         if (release)
             release(user_data);
     } else if (!m->running_rescheduled) {
-        insert_at(m, id, due + m->timers[id].interval, 1);
+        insert_at(m, id, due + m->timers[id].interval, 1, 0);
     }
 }
 
@@ -406,6 +412,7 @@ int64_t model_advance(struct model *m, uint64_t ticks)
     if (ticks > TW_MAX_TICK - m->now)
         return -ERANGE;
     uint64_t target = m->now + ticks;
+    m->target = target;
     int64_t ran = 0;
     m->driving = 1;
 
@@ -445,16 +452,23 @@ int64_t model_expire(struct model *m)
         m->drive = TW_DRIVE_CLOCK;
     m->ticks_only = 0;
     if (us < m->last_us) {
-        m->base_us = us;
+        /* re-base at this reading, keeping where tick `now` starts against
+           the clock: tick now began (now - base_tick) ticks after base_us,
+           which was (last_us - base_us) before the last reading */
+        __extension__ typedef __int128 wide;
+        wide start = (wide)(m->now - m->base_tick) * m->config.tick_us -
+                     ((wide)m->last_us - (wide)m->base_us) + (wide)us;
+        m->base_us = start < 0 ? 0 : start > (wide)UINT64_MAX ? UINT64_MAX
+                                                               : (uint64_t)start;
         m->base_tick = m->now;
         m->last_us = us;
         m->stats.rebases++;
         return model_advance(m, 0); /* no tick passes; due timers run */
     }
-    if (us < m->base_us) /* an add before the first drive read a later time */
-        us = m->base_us;
     m->last_us = us;
-    uint64_t ticks = (us - m->base_us) / m->config.tick_us;
+    /* the reference point may lie ahead of the clock (an add before the
+       first drive read a later time; a re-base kept an advance's lead) */
+    uint64_t ticks = us > m->base_us ? (us - m->base_us) / m->config.tick_us : 0;
     if (ticks > TW_MAX_TICK - m->base_tick)
         return -ERANGE;
     uint64_t target = m->base_tick + ticks;
@@ -552,7 +566,7 @@ int model_check(struct model *m)
     }
     for (size_t i = 0; i < m->deferred_count; i++)
         if (!m->driving || m->timers[m->deferred[i]].state != DEFERRED ||
-            m->timers[m->deferred[i]].due > m->now)
+            m->timers[m->deferred[i]].due > m->target)
             return -1;
     uint64_t running = m->running_id && !m->running_cancelled &&
                        m->timers[m->running_id].state == RUNNING;

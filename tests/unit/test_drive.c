@@ -202,6 +202,77 @@ static void test_auto_setup_before_first_expire(void **state)
     CHECK(w);
 }
 
+/* A callback that re-adds itself with delay 0 while the driver catches up
+ * runs once per call: its due tick is the clock's, which the call is walking
+ * to, but it waits for the next call like any delay 0 made during one. */
+static int readds_left;
+
+static void readd_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    clock_cb(w, id, user_data);
+    if (readds_left-- > 0)
+        assert_int_not_equal(tw_add(w, 0, readd_cb, user_data), 0);
+}
+
+static void test_delay_zero_from_callback_waits(void **state)
+{
+    (void)state;
+    clk.us = 0;
+    tw_wheel *w = clock_wheel(TW_DRIVE_CLOCK);
+    readds_left = 3;
+    assert_int_not_equal(tw_add(w, 5, readd_cb, TAG(1)), 0);
+    assert_int_equal(expire_at(w, 100 * MS + 500), 1); /* not 4 */
+    assert_int_equal(tw_next_expiry(w), 0);
+    assert_int_equal(expire_at(w, 100 * MS + 500), 1); /* same clock: next call */
+    ASSERT_FIRE(1, 100, 1);
+    assert_int_equal(expire_at(w, 100 * MS + 600), 1);
+    assert_int_equal(expire_at(w, 100 * MS + 600), 1);
+    assert_int_equal(expire_at(w, 100 * MS + 600), 0);
+    CHECK(w);
+}
+
+/* A custom clock that now and then reads 1 µs lower: each re-base keeps the
+ * part of the tick already gone, so the wheel does not stall (it used to
+ * restart the tick at every step back, and never reached tick 1). */
+static void test_jittery_clock_keeps_going(void **state)
+{
+    (void)state;
+    clk.us = 0;
+    tw_wheel *w = clock_wheel(TW_DRIVE_CLOCK);
+    assert_int_not_equal(tw_add(w, 10, clock_cb, TAG(1)), 0);
+    int turns = 0;
+    while (rec.n == 0 && turns < 1000) {
+        turns++;
+        assert_true(expire_at(w, clk.us + 600) >= 0);
+        assert_true(expire_at(w, clk.us - 1) >= 0);
+        clk.us += 1;
+    }
+    ASSERT_NFIRES(1);
+    assert_true(fired_at[0] >= 10 * MS);
+    assert_true(turns <= 19); /* 10 ms of clock in 600 µs turns, give or take */
+    assert_true(get_stats(w).rebases >= 16);
+    CHECK(w);
+}
+
+/* tw_advance moved a clock-driven wheel 10 ticks ahead of its clock, then
+ * the clock stepped back: the re-base keeps that lead, so a timer the
+ * advance did not reach still waits for its delay by the clock. */
+static void test_rebase_keeps_advance_lead(void **state)
+{
+    (void)state;
+    clk.us = 1000 * MS;
+    tw_wheel *w = clock_wheel(TW_DRIVE_CLOCK);
+    assert_int_not_equal(tw_add(w, 20, clock_cb, TAG(1)), 0);
+    assert_int_equal(tw_advance(w, 10), 0);
+    assert_int_equal(expire_at(w, 1000 * MS - 1), 0); /* back 1 µs: re-base */
+    assert_int_equal(get_stats(w).rebases, 1);
+    assert_int_equal(expire_at(w, 1010 * MS), 0); /* the old re-base fired it */
+    assert_int_equal(tw_now(w), 10);
+    assert_int_equal(expire_at(w, 1020 * MS - 2), 0);
+    assert_int_equal(expire_at(w, 1020 * MS), 1); /* 1 µs sooner: the step back */
+    CHECK(w);
+}
+
 /* TW_DRIVE_CLOCK counts from the clock from creation on. */
 static void test_clock_from_creation(void **state)
 {
@@ -319,6 +390,9 @@ int main(void)
         T(test_periodic_no_burst),
         T(test_tick_driven_exact),
         T(test_auto_setup_before_first_expire),
+        T(test_delay_zero_from_callback_waits),
+        T(test_jittery_clock_keeps_going),
+        T(test_rebase_keeps_advance_lead),
         T(test_clock_from_creation),
         T(test_timeout_after_backwards_step),
         T(test_driver_gone_too_long),

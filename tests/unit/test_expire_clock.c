@@ -135,8 +135,9 @@ static void test_backwards_clock_rebases(void **state)
     assert_int_equal(get_stats(w).rebases, 1);
     CHECK(w);
 
-    /* New reference: (base + 5000 us, tick 10). */
-    clk.us = base + 5000 + 5999;
+    /* New reference: tick 10 began 500 us before the new reading, as it
+     * had before the old one (the part of the tick already gone is kept). */
+    clk.us = base + 4500 + 5999;
     assert_int_equal(tw_expire(w), 0);
     assert_int_equal(tw_now(w), 15);
     clk.us += 1;
@@ -264,13 +265,15 @@ static void test_timeout_ms_after_rebase(void **state)
     clk.us = 110500;
     assert_int_equal(tw_expire(w), 0); /* now 10 */
     clk.us = 50000;
-    assert_int_equal(tw_expire(w), 0); /* re-base: (50000 us, tick 10) */
+    /* re-base: tick 10 keeps its 500 us gone, so it began at 49500 us */
+    assert_int_equal(tw_expire(w), 0);
+    /* 2 whole ticks from the next boundary, 50500: due at tick 13, 52500 */
     assert_int_not_equal(tw_add(w, 2, rec_cb, NULL), 0);
-    assert_int_equal(tw_timeout_ms(w), 2);
+    assert_int_equal(tw_timeout_ms(w), 3);
     clk.us = 50001;
-    assert_int_equal(tw_timeout_ms(w), 2);
+    assert_int_equal(tw_timeout_ms(w), 3);
     clk.us = 51000;
-    assert_int_equal(tw_timeout_ms(w), 1);
+    assert_int_equal(tw_timeout_ms(w), 2);
     drop(w);
 }
 
