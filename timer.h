@@ -250,15 +250,18 @@ TW_EXPORT int tw_destroy(tw_wheel *wheel);
  *    early by the clock either (they are late by at most the time between
  *    the first and the last of these calls).
  * Every add and reschedule on a wheel that is not TW_DRIVE_TICKS reads the
- * clock (the README's benchmarks give what that costs). delay 0 fires at the start of the next
- * tw_advance()/tw_expire() call (clock-driven: it is due at the tick the
- * clock is in, so the next tw_expire() runs it; a tw_advance() runs it once
- * it reaches that tick). No release hook.
+ * clock (the README's benchmarks give what that costs).
+ * delay 0 fires in the next tw_advance()/tw_expire() call: tick-driven, at
+ * its start; clock-driven, it is due at the tick the clock is in, so the
+ * next tw_expire() runs it, in tick order (a tw_advance() once it reaches
+ * that tick). Made during a call (from a callback), delay 0 always waits
+ * for the next call. No release hook.
  * Returns its id, or 0 with errno EINVAL (NULL wheel or callback), ERANGE
- * (delay > TW_MAX_DELAY; or, on a clock-driven wheel holding timers, when
- * no tw_expire() ran for so long that the due tick lies more than
- * TW_MAX_DELAY ticks past tw_now(); a wheel holding none moves tw_now() up
- * to the clock instead), ENOSPC (max_timers reached), ENOMEM, or EBUSY
+ * (delay > TW_MAX_DELAY; or, on a clock-driven wheel holding timers or
+ * being driven, when the due tick lies more than TW_MAX_DELAY ticks past
+ * tw_now(): no tw_expire() ran for about that long, or delay is within a
+ * tick of TW_MAX_DELAY; a wheel holding none and not driven moves tw_now()
+ * up to the clock instead), ENOSPC (max_timers reached), ENOMEM, or EBUSY
  * (the wheel is being destroyed). On failure nothing is scheduled and
  * user_data stays the caller's. Thread-safe. */
 TW_EXPORT tw_id tw_add(tw_wheel *wheel, uint64_t delay, tw_callback *callback,
@@ -338,8 +341,10 @@ TW_EXPORT int64_t tw_expire(tw_wheel *wheel);
  * count from tw_now(), the later of the two. */
 TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
 
-/* Ticks until the earliest pending timer is due: 0 when one is due now,
- * TW_NEVER when nothing is pending or the wheel is NULL. O(1) in every case
+/* Ticks from tw_now() until the earliest pending timer is due: 0 when one
+ * is due now, TW_NEVER when nothing is pending or the wheel is NULL. On a
+ * clock-driven wheel tw_now() lags the clock between tw_expire() calls, so
+ * to sleep, use tw_timeout_ms(), which counts by the clock. O(1) in every case
  * (a few bitmap words and one cached value, or a re-read of a slot holding
  * at most 32 timers). Never later than the earliest timer, and exact
  * except in one case: the earliest timer sits in an
@@ -355,7 +360,8 @@ TW_EXPORT uint64_t tw_next_expiry(tw_wheel *wheel);
 
 /* Milliseconds until the earliest timer is due, rounded up, for
  * epoll_wait()/poll(): -1 when nothing is pending (or NULL wheel), 0 when
- * something is due, at most INT32_MAX. By the wheel's clock, except on a
+ * something is due (or, in tw_next_expiry()'s early case, when the tick it
+ * answers has come), at most INT32_MAX. By the wheel's clock, except on a
  * wheel only ever driven by tw_advance(), where the clock says nothing
  * about when the next tick comes: there it is tw_next_expiry() ticks
  * times the tick length. After the clock went backwards (before the
