@@ -744,6 +744,68 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
     }
 }
 
+// ---- clock-driven add and reschedule: what the clock read costs -------------------
+// On a wheel that is not TW_DRIVE_TICKS every tw_add and tw_reschedule reads
+// the wheel's clock before taking the lock, so that a delay counts from the
+// call. Here the "add" and "reschedule" workloads run once more, same
+// delays and order, on a TW_DRIVE_CLOCK wheel: never driven, it reads the
+// clock all the same. The tick-driven figures are the "add" and
+// "reschedule" rows of the same repetition, which are these operations on
+// the same input. Workloads add_clock / reschedule_clock read
+// TW_CLOCK_MONOTONIC; add_clock_coarse (default lock only) reads
+// TW_CLOCK_MONOTONIC_COARSE. Reschedule only up to CLOCK_RESCHEDULE_MAX_N:
+// beyond, a reschedule is hundreds of ns of cache misses, one repetition
+// cannot show a read of tens of ns in it, and its cancel/reschedule pass
+// would add seconds to the run.
+
+constexpr size_t CLOCK_RESCHEDULE_MAX_N = 1000000;
+
+template <class S> void phase_clock(S &, const data &, bool) {} // not a twheel
+
+void clock_run(const twheel_s &base, const data &d, bool keep, int clock, const char *suffix,
+               bool resched)
+{
+    twheel_s s(base.name, base.lock, TW_DRIVE_CLOCK, clock);
+    const size_t n = d.n, half = n / 2, live = n - half;
+    std::vector<twheel_s::handle> h(n);
+    s.create();
+    uint64_t t0 = now_ns();
+    for (size_t i = 0; i < n; i++)
+        h[i] = s.add(d.delay[i], arg_of(i));
+    uint64_t t1 = now_ns();
+    // as in phase_b; a failed add left id 0, which no cancel or reschedule takes
+    uint64_t rc = 0, t2 = 0, t3 = 0;
+    if (resched) {
+        for (size_t j = 0; j < half; j++)
+            rc += (uint64_t)s.cancel(h[d.perm[j]]);
+        t2 = now_ns();
+        for (size_t j = half; j < n; j++)
+            rc += (uint64_t)s.reschedule(h[d.perm[j]], d.rdelay[j - half], arg_of(d.perm[j]));
+        t3 = now_ns();
+    } else {
+        rc = n - (size_t)std::count(h.begin(), h.end(), twheel_s::handle(0));
+    }
+    s.destroy();
+    if (rc != n)
+        die("%s, clock-driven: %" PRIu64 " of %zu adds/cancels/reschedules succeeded",
+            s.name, rc, n);
+    if (keep) {
+        record(s.name, n, std::string("add") + suffix, (double)(t1 - t0) / (double)n);
+        if (resched)
+            record(s.name, n, std::string("reschedule") + suffix, (double)(t3 - t2) / (double)live);
+    }
+}
+
+void phase_clock(twheel_s &s, const data &d, bool keep)
+{
+    clock_run(s, d, keep, TW_CLOCK_MONOTONIC, "_clock", d.n <= CLOCK_RESCHEDULE_MAX_N);
+    settle_malloc();
+    if (s.lock != TW_LOCK_NONE) {
+        clock_run(s, d, keep, TW_CLOCK_MONOTONIC_COARSE, "_clock_coarse", false);
+        settle_malloc();
+    }
+}
+
 // ---- counts: the workloads once more, untimed, for cachegrind ------------------------
 // `--count STAGE` runs the workloads in a fixed order, untimed, and exits
 // right after STAGE. cachegrind (valgrind 3.19 has no way to collect a part
@@ -755,7 +817,7 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
 const char *const count_stages[] = {"start", "add", "next_expiry", "cancel",
                                     "reschedule", "expire", "far_setup",
                                     "far_next_expiry", "far_churn", "churn_next_expiry",
-                                    "hb_setup", "heartbeat"};
+                                    "hb_setup", "heartbeat", "clock_setup", "add_clock"};
 constexpr int COUNTED_QUERIES = 10000;
 // far-away next-expiry calls: enough that a run's layout noise (a few
 // hundred misses) vanishes per call; skynet's call scans a slot, so it gets
@@ -763,6 +825,14 @@ constexpr int COUNTED_QUERIES = 10000;
 constexpr int COUNTED_FAR_QUERIES = 10000, COUNTED_FAR_QUERIES_SCANNING = 100;
 constexpr size_t COUNTED_HEARTBEATS = 1000000;
 constexpr size_t COUNTED_CHURN = 10000;
+
+// --count's clock-driven stages; false for a structure without a clock
+template <class S> bool make_clock_driven(S &) { return false; }
+bool make_clock_driven(twheel_s &s)
+{
+    s.drive = TW_DRIVE_CLOCK;
+    return true;
+}
 
 template <class S> void count_run(S &s, const data &d, const std::string &stop)
 {
@@ -851,6 +921,20 @@ template <class S> void count_run(S &s, const data &d, const std::string &stop)
     ops = COUNTED_HEARTBEATS;
     stage_done("heartbeat");
     g_state = nullptr;
+    s.destroy();
+
+    // twheel only: the add stage once more on a TW_DRIVE_CLOCK wheel, whose
+    // every add reads the clock. Against "add": twheel's code around the
+    // read and glibc's wrapper (valgrind hides the vDSO: a system call)
+    if (!make_clock_driven(s))
+        die("--count %s: twheel structures only", stop.c_str());
+    s.create();
+    ops = 0;
+    stage_done("clock_setup");
+    for (size_t i = 0; i < d.n; i++)
+        h[i] = s.add(d.delay[i], arg_of(i));
+    ops = d.n;
+    stage_done("add_clock");
     s.destroy();
 }
 
@@ -1008,6 +1092,7 @@ mt_result contended_twheel(int lock, size_t n, double seconds)
     struct tw_config c;
     tw_config_init(&c);
     c.lock = lock;
+    c.drive = TW_DRIVE_TICKS; // driven by tw_advance: no clock read per add
     tw_wheel *w = tw_create(&c);
     if (!w)
         die("tw_create failed");
@@ -1217,6 +1302,58 @@ void print_table(const options &opt, const std::vector<std::string> &structs,
     }
 }
 
+// Clock-driven add and reschedule beside the tick-driven rows of the same
+// run: the ratio, and the difference, which is what one clock read costs.
+void print_clock_table(const options &opt, const std::vector<std::string> &structs)
+{
+    struct row {
+        const char *who, *drive, *suffix;
+    };
+    const row rows[] = {{"twheel", "ticks", ""},
+                        {"twheel", "clock", "_clock"},
+                        {"twheel", "clock coarse", "_clock_coarse"},
+                        {"twheel-none", "ticks", ""},
+                        {"twheel-none", "clock", "_clock"}};
+    bool any = false;
+    for (auto &s : structs)
+        any = any || s.compare(0, 6, "twheel") == 0;
+    if (!any)
+        return;
+    std::printf("\nclock-driven add and reschedule: the add and resched workloads on a "
+                "TW_DRIVE_CLOCK wheel, whose every add and reschedule reads the clock "
+                "(CLOCK_MONOTONIC; coarse: CLOCK_MONOTONIC_COARSE, add only) before "
+                "taking the lock; resched up to N = %s; ticks: the rows above "
+                "(TW_DRIVE_TICKS, no read). ns per operation, median; x ticks: clock / "
+                "ticks in this run; +ns: the difference.\n",
+                fmt_n(CLOCK_RESCHEDULE_MAX_N).c_str());
+    for (size_t n : opt.ns) {
+        std::printf("\nN = %-18s%-16s%9s%9s%9s%9s%9s%9s\n", fmt_n(n).c_str(), "drive", "add",
+                    "x ticks", "+ns", "resched", "x ticks", "+ns");
+        for (auto &r : rows) {
+            if (std::find(structs.begin(), structs.end(), r.who) == structs.end())
+                continue;
+            std::printf("%-22s%-16s", r.who, r.drive);
+            for (const char *base : {"add", "reschedule"}) {
+                std::string w = std::string(base) + r.suffix;
+                double v, t;
+                std::string cell = "-", ratio, diff;
+                if (median_of(r.who, n, w, &v)) {
+                    cell = fmt_v(v);
+                    if (*r.suffix && median_of(r.who, n, base, &t) && t > 0) {
+                        char b[32];
+                        std::snprintf(b, sizeof b, "%.3fx", v / t);
+                        ratio = b;
+                        std::snprintf(b, sizeof b, "%+.2f", v - t);
+                        diff = b;
+                    }
+                }
+                std::printf("%9s%9s%9s", cell.c_str(), ratio.c_str(), diff.c_str());
+            }
+            std::printf("\n");
+        }
+    }
+}
+
 void print_tables(const options &opt, const std::vector<std::string> &structs)
 {
     if (opt.single) {
@@ -1233,6 +1370,7 @@ void print_tables(const options &opt, const std::vector<std::string> &structs)
                     "rescheduled once more (N reschedules). ns per operation, median.\n",
                     FAR_MIN, FAR_MIN + FAR_SPAN);
         print_table(opt, structs, far_cols);
+        print_clock_table(opt, structs);
     }
 
     if (opt.idle) {
@@ -1399,7 +1537,9 @@ void write_csv(const std::string &path)
         std::fprintf(f, "\n");
     }
     std::fclose(f);
-    std::printf("\nCSV written to %s\n", path.c_str());
+    // on stderr: the text output is kept as results.txt, and a path on this
+    // machine means nothing there
+    std::fprintf(stderr, "CSV written to %s\n", path.c_str());
 }
 
 std::string default_csv()
@@ -1595,6 +1735,7 @@ int main(int argc, char **argv)
             settle_malloc();
             phase_b(s, d, false, opt);
             settle_malloc();
+            phase_clock(s, d, false);
             phase_far(s, d.n, false);
             settle_malloc();
         });
@@ -1617,6 +1758,9 @@ int main(int argc, char **argv)
                 progress.step("cancel/reschedule/heartbeat", s.name, n, rep, reps);
                 phase_b(s, d, true, opt);
                 settle_malloc();
+                // next to the tick-driven add and reschedule it is read against
+                progress.step("add/reschedule, clock-driven", s.name, n, rep, reps);
+                phase_clock(s, d, true);
                 progress.step("far-away timers, churn", s.name, n, rep, reps);
                 phase_far(s, n, true);
                 settle_malloc();

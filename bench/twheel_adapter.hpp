@@ -1,6 +1,8 @@
 // twheel behind the benchmark's common interface: add(delay) -> handle,
 // cancel, reschedule, advance(ticks), next_expiry. Every call is the plain
-// public C API.
+// public C API. The bench drives its wheels with tw_advance, so they are
+// TW_DRIVE_TICKS, as a tick-driven user configures them: an AUTO wheel
+// would read the clock on every add made before its first advance.
 #ifndef BENCH_TWHEEL_ADAPTER_HPP
 #define BENCH_TWHEEL_ADAPTER_HPP
 
@@ -18,9 +20,15 @@ template <void (*Fire)(void *)> struct twheel_adapter {
     static constexpr bool exact_next_expiry = false;
     const char *name;
     int lock;
+    int drive; // enum tw_drive_kind
+    int clock; // enum tw_clock_kind: the clock a clock-driven wheel reads
     tw_wheel *w = nullptr;
 
-    twheel_adapter(const char *n, int lock_kind) : name(n), lock(lock_kind) {}
+    twheel_adapter(const char *n, int lock_kind, int drive_kind = TW_DRIVE_TICKS,
+                   int clock_kind = TW_CLOCK_MONOTONIC)
+        : name(n), lock(lock_kind), drive(drive_kind), clock(clock_kind)
+    {
+    }
 
     static void trampoline(tw_wheel *, tw_id, void *arg) { Fire(arg); }
 
@@ -29,6 +37,8 @@ template <void (*Fire)(void *)> struct twheel_adapter {
         struct tw_config c;
         tw_config_init(&c);
         c.lock = lock;
+        c.drive = drive;
+        c.clock = clock;
         w = tw_create(&c);
         if (!w) {
             std::perror("tw_create");
