@@ -3,7 +3,9 @@
 # with gcc and clang, as C99 and C11, with -Wall -Wextra -Wpedantic -Werror;
 # a tiny C program and a C++ translation unit link the object and run; the
 # object defines no global name outside tw_. Also the embedder's knob: a
-# unity build (#include "timer.c" with TW_EXPORT defined as static).
+# unity build (#include "timer.c" with TW_EXPORT defined as static), and the
+# C++ facade copied next to timer.h and included as "timer.hpp". This is the
+# one route where the headers are spelled "timer.h" / "timer.hpp".
 #
 #   drop_in.sh SOURCE_ROOT
 #
@@ -13,7 +15,7 @@ set -uo pipefail
 src=${1:?usage: drop_in.sh SOURCE_ROOT}
 work=$(mktemp -d "${TMPDIR:-/tmp}/twheel-dropin-XXXXXX")
 trap 'rm -rf "$work"' EXIT
-cp "$src/timer.h" "$src/timer.c" "$work/"
+cp "$src/timer.h" "$src/timer.c" "$src/cpp/timer.hpp" "$work/"
 cd "$work" || exit 1
 
 warn=(-Wall -Wextra -Wpedantic -Werror)
@@ -110,6 +112,24 @@ int main()
 }
 EOF
 
+cat >facade.cpp <<'EOF'
+// The facade copied in as a third file; its own #include "timer.h" finds
+// the copy next to it.
+#include "timer.hpp"
+#include <chrono>
+#include <cstdio>
+
+int main()
+{
+    twheel::wheel w;
+    int fired = 0;
+    auto t = w.after(std::chrono::milliseconds(2), [&fired] { ++fired; });
+    w.advance(2);
+    std::printf("ok facade\n");
+    return fired == 1 ? 0 : 1;
+}
+EOF
+
 # A unity build: the embedder makes every tw_ function static in its own
 # translation unit. Unused static functions are expected there.
 cat >unity.c <<'EOF'
@@ -172,6 +192,9 @@ for cc in gcc clang; do
                     "$cxx" -std=$cxxstd "${warn[@]}" -O2 main.cpp "timer-$tag.o" -o "main-$tag-$cxxstd" -pthread &&
                     step "$tag: run C++ main ($cxxstd)" "./main-$tag-$cxxstd"
             done
+            step "$tag: $cxx -std=c++17 facade.cpp (\"timer.hpp\") + timer.o" \
+                "$cxx" -std=c++17 "${warn[@]}" -O2 facade.cpp "timer-$tag.o" -o "facade-$tag" -pthread &&
+                step "$tag: run facade" "./facade-$tag"
         fi
     done
 done

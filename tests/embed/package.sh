@@ -1,26 +1,55 @@
 #!/usr/bin/env bash
-# Packaging: a small outside consumer builds against twheel the way its users
-# would, then runs.
+# Packaging: a small consumer, in a temporary folder outside the source tree,
+# gets twheel each way its users would, builds with -Werror, and runs.
 #
-#   package.sh pkgconfig  SOURCE_ROOT   install into a temporary prefix; build
-#                                       a C and a C++ consumer with
-#                                       `pkg-config --cflags --libs twheel`
-#   package.sh cmake      SOURCE_ROOT   install into a temporary prefix; an
-#                                       outside CMake project uses
-#                                       find_package(twheel 1.0) and links
-#                                       twheel::twheel and twheel::twheel_static
-#   package.sh subproject SOURCE_ROOT   a temporary meson project with
-#                                       subprojects/twheel -> SOURCE_ROOT and
-#                                       dependency('twheel') (the override)
+#   package.sh MODE SOURCE_ROOT
 #
-# The install is a separate, unsanitized `meson setup --prefix=TMP` build of
-# SOURCE_ROOT with tests, examples and bench off, so the result does not
-# depend on how the calling build was configured.
+#   pkgconfig           meson install into a temporary prefix (headers,
+#                       libraries, package files, share/doc/twheel); C and
+#                       C++ consumers built with `pkg-config --cflags --libs
+#                       twheel`, whose version must be timer.h's
+#   relocate            that prefix moved elsewhere: pkg-config and
+#                       find_package point into the moved tree, which names
+#                       its old place nowhere; the consumers build and run
+#   cmake               meson install; find_package(twheel): the versions and
+#                       ranges the version file accepts and refuses, then
+#                       twheel::twheel and twheel::twheel_static
+#   cmake_subdirectory  add_subdirectory(third_party/twheel -> SOURCE_ROOT):
+#                       the same targets; the library exports tw_* only, as
+#                       TWHEEL_1; the consumer's install gets nothing of
+#                       twheel unless TWHEEL_INSTALL=ON
+#   cmake_fetchcontent  FetchContent with SOURCE_DIR, then with a file:// URL
+#                       of a tarball of SOURCE_ROOT (no network)
+#   cmake_install       SOURCE_ROOT's CMakeLists.txt as the top-level project,
+#                       with no C++ compiler: it installs the same tree as
+#                       meson (same package files), which the consumers use
+#   subproject          a C-only meson project, subprojects/twheel ->
+#                       SOURCE_ROOT, dependency('twheel') (the override), no
+#                       C++ compiler; its install gets nothing of twheel
+#                       unless -Dtwheel:install=enabled
+#   subproject_cpp      a C++-only meson project uses <twheel/timer.hpp>
+#                       through dependency('twheel', fallback: 'twheel')
+#
+# The pkg-config and CMake consumers (and the C++ subproject one) include a
+# project with its own header named timer.h, included as "timer.h" next to
+# <twheel/timer.h> (its folder searched after twheel's) and to
+# <twheel/timer.hpp> (its folder first): twheel puts no plain timer.h on a
+# consumer's include path. CMake runs with --warn-uninitialized -Wdev, and
+# any CMake warning fails the mode.
+#
+# Installs are separate, unsanitized builds of SOURCE_ROOT with tests,
+# examples and bench off, so the result does not depend on how the calling
+# build was configured.
 # Exit 0 pass, 1 fail, 77 skip (a tool this mode needs is absent).
+
+# CMake text is in single quotes on purpose: its ${...} are CMake's.
+# shellcheck disable=SC2016
 set -uo pipefail
 
-mode=${1:?usage: package.sh pkgconfig|cmake|subproject SOURCE_ROOT}
-src=$(cd "${2:?usage: package.sh MODE SOURCE_ROOT}" && pwd) || exit 1
+usage="usage: package.sh pkgconfig|relocate|cmake|cmake_subdirectory|cmake_fetchcontent|cmake_install|subproject|subproject_cpp SOURCE_ROOT"
+mode=${1:?$usage}
+src=$(cd "${2:?$usage}" && pwd) || exit 1
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd) || exit 1
 
 need() {
     local tool
@@ -32,11 +61,16 @@ need() {
     done
 }
 case $mode in
-pkgconfig) need meson ninja cc c++ pkg-config ;;
-cmake) need meson ninja cc cmake ;;
-subproject) need meson ninja cc c++ ;;
+pkgconfig) need meson ninja cc c++ pkg-config readelf ;;
+relocate) need meson ninja cc c++ pkg-config cmake readelf ;;
+cmake) need meson ninja cc c++ cmake readelf ;;
+cmake_subdirectory) need ninja cc c++ cmake readelf nm ;;
+cmake_fetchcontent) need ninja cc c++ cmake tar sha256sum readelf ;;
+cmake_install) need meson ninja cc c++ cmake pkg-config readelf nm ;;
+subproject) need meson ninja cc readelf ;;
+subproject_cpp) need meson ninja cc c++ ;;
 *)
-    echo "unknown mode $mode"
+    echo "$usage"
     exit 2
     ;;
 esac
@@ -44,7 +78,15 @@ esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/twheel-$mode-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 # A nested build must not inherit the calling test run's settings.
-unset MESON_TESTTHREADS DESTDIR PKG_CONFIG_PATH PKG_CONFIG_LIBDIR CMAKE_PREFIX_PATH
+unset MESON_TESTTHREADS DESTDIR PKG_CONFIG_PATH PKG_CONFIG_LIBDIR CMAKE_PREFIX_PATH \
+    CMAKE_GENERATOR CMAKE_INSTALL_PREFIX
+
+tw_version=$(sed -n 's/^#define TW_VERSION_STRING "\(.*\)"/\1/p' "$src/timer.h")
+IFS=. read -r tw_major tw_minor _ <<<"$tw_version"
+[[ $tw_major =~ ^[0-9]+$ && $tw_minor =~ ^[0-9]+$ ]] || {
+    echo "FAIL: no TW_VERSION_STRING in $src/timer.h"
+    exit 1
+}
 
 # run LOG COMMAND...: quiet on success, log tail on failure (then exit 1).
 run() {
@@ -62,10 +104,23 @@ fail() {
     exit 1
 }
 
-# The consumer, written as a user of the package would.
-write_consumer() { # $1: the #include line
-    cat >"$work/consumer.c" <<EOF
-$1
+# cmake_configure LOG ARGS...: every developer warning on; a warning fails.
+cmake_configure() {
+    local log=$1
+    shift
+    run "$log" cmake -G Ninja --warn-uninitialized -Wdev "$@"
+    if grep -q '^CMake [A-Za-z ]*Warning' "$work/$log"; then
+        echo "FAIL: cmake warned: cmake $*"
+        grep -A 10 '^CMake [A-Za-z ]*Warning' "$work/$log"
+        exit 1
+    fi
+}
+
+# The consumers' sources, written as a user of the package would.
+write_sources() { # DIR
+    mkdir -p "$1/app-include"
+    cat >"$1/consumer.c" <<'EOF'
+#include <twheel/timer.h>
 #include <stdio.h>
 
 static int fired;
@@ -88,60 +143,7 @@ int main(void)
     return 0;
 }
 EOF
-}
-
-install_prefix() {
-    prefix=$work/prefix
-    run setup.log meson setup "$work/build" "$src" --prefix="$prefix" \
-        --buildtype=debugoptimized -Db_sanitize=none \
-        -Dtests=false -Dexamples=false -Dbench=false -Dfacade=false
-    run compile.log meson compile -C "$work/build"
-    run install.log meson install -C "$work/build" --quiet
-
-    # What `meson install` must give: headers, both libraries, twheel.pc and
-    # the CMake package config.
-    local f
-    for f in include/twheel/timer.h include/twheel/timer.hpp; do
-        [[ -f $prefix/$f ]] || fail "installed tree lacks $f"
-    done
-    libdir=$(dirname "$(find "$prefix" -name libtwheel.a | head -n1)")
-    [[ -d $libdir ]] || fail "installed tree lacks libtwheel.a"
-    for f in libtwheel.a libtwheel.so libtwheel.so.1 pkgconfig/twheel.pc \
-        cmake/twheel/twheelConfig.cmake cmake/twheel/twheelConfigVersion.cmake; do
-        [[ -e $libdir/$f ]] || fail "installed tree lacks ${libdir#"$prefix"/}/$f"
-    done
-    soname=$(readelf -d "$libdir/libtwheel.so.1" 2>/dev/null | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
-    [[ -z $soname || $soname == libtwheel.so.1 ]] || fail "soname is $soname, not libtwheel.so.1"
-}
-
-case $mode in
-pkgconfig)
-    install_prefix
-    export PKG_CONFIG_PATH=$libdir/pkgconfig
-    run pc.log pkg-config --exists --print-errors twheel
-    version=$(pkg-config --modversion twheel)
-    [[ $version == "$(sed -n 's/^#define TW_VERSION_STRING "\(.*\)"/\1/p' "$src/timer.h")" ]] ||
-        fail "pkg-config version $version does not match timer.h"
-    cflags=$(pkg-config --cflags twheel)
-    libs=$(pkg-config --libs twheel)
-
-    # The documented spelling of the installed header...
-    write_consumer '#include <twheel/timer.h>'
-    # shellcheck disable=SC2086
-    if ! cc -std=c11 -Wall -Wextra -Wpedantic -Werror "$work/consumer.c" \
-        $cflags $libs -o "$work/consumer" >"$work/cc.log" 2>&1; then
-        cat "$work/cc.log"
-        grep -q 'twheel/timer.h: No such file' "$work/cc.log" &&
-            echo "(twheel.pc Cflags '$cflags' lack -I\${includedir})"
-        fail "building the consumer through pkg-config"
-    fi
-    readelf -d "$work/consumer" | grep -q 'NEEDED.*libtwheel\.so\.1\]' ||
-        fail "consumer does not link libtwheel.so.1"
-    LD_LIBRARY_PATH=$libdir run run.log "$work/consumer"
-    cat "$work/run.log"
-
-    # ...and the C++ facade, installed next to it.
-    cat >"$work/consumer.cpp" <<'EOF'
+    cat >"$1/consumer.cpp" <<'EOF'
 #include <twheel/timer.hpp>
 #include <chrono>
 #include <cstdio>
@@ -156,74 +158,405 @@ int main()
     return fired == 1 ? 0 : 1;
 }
 EOF
+    # The consumer's own timer.h.
+    cat >"$1/app-include/timer.h" <<'EOF'
+/* The consumer's own timer.h: nothing to do with twheel. */
+#ifndef APP_TIMER_H
+#define APP_TIMER_H
+#define APP_TIMER_TICKS 42
+struct app_timer { int ticks; };
+#endif
+EOF
+    cat >"$1/collision.c" <<'EOF'
+/* Built with twheel's include folders BEFORE app-include: a plain timer.h in
+ * one of them would be found as "timer.h" instead of the consumer's. */
+#include "timer.h"
+#include <twheel/timer.h>
+#include <stdio.h>
+
+#ifndef APP_TIMER_H
+#error "\"timer.h\" is twheel's: twheel put a plain timer.h on the include path"
+#endif
+
+int main(void)
+{
+    struct app_timer t = {APP_TIMER_TICKS};
+    tw_wheel *w = tw_create(NULL);
+    if (w == NULL || t.ticks != 42 || tw_destroy(w) != 0)
+        return 1;
+    printf("collision (C) ok\n");
+    return 0;
+}
+EOF
+    cat >"$1/collision.cpp" <<'EOF'
+// Built with app-include BEFORE twheel's include folder: the facade's own
+// #include "timer.h" must still find twheel's header (next to timer.hpp),
+// not the consumer's.
+#include "timer.h"
+#include <twheel/timer.hpp>
+#include <chrono>
+#include <cstdio>
+
+#ifndef APP_TIMER_H
+#error "\"timer.h\" is twheel's: twheel put a plain timer.h on the include path"
+#endif
+
+int main()
+{
+    app_timer t{APP_TIMER_TICKS};
+    twheel::wheel w;
+    int fired = 0;
+    auto h = w.after(std::chrono::milliseconds(1), [&fired] { ++fired; });
+    w.advance(1);
+    std::printf("collision (C++) ok\n");
+    return fired == 1 && t.ticks == 42 ? 0 : 1;
+}
+EOF
+}
+
+# check_tree PREFIX: what an install of twheel must hold; sets libdir.
+check_tree() {
+    local p=$1 f
+    for f in include/twheel/timer.h include/twheel/timer.hpp \
+        share/doc/twheel/LICENSE share/doc/twheel/README.md; do
+        [[ -f $p/$f ]] || fail "installed tree lacks $f"
+    done
+    cmp -s "$src/LICENSE" "$p/share/doc/twheel/LICENSE" || fail "installed LICENSE differs from the source's"
+    [[ -e $p/include/timer.h || -e $p/include/timer.hpp ]] && fail "a plain timer.h/timer.hpp is installed in include/"
+    libdir=$(dirname "$(find "$p" -name libtwheel.a | head -n1)")
+    [[ -d $libdir ]] || fail "installed tree lacks libtwheel.a"
+    for f in libtwheel.a libtwheel.so libtwheel.so.1 "libtwheel.so.$tw_version" pkgconfig/twheel.pc \
+        cmake/twheel/twheelConfig.cmake cmake/twheel/twheelConfigVersion.cmake; do
+        [[ -e $libdir/$f ]] || fail "installed tree lacks ${libdir#"$p"/}/$f"
+    done
+    check_soname "$libdir/libtwheel.so.1"
+}
+
+check_soname() { # LIB.so
+    local soname
+    soname=$(readelf -d "$1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+    [[ $soname == libtwheel.so.1 ]] || fail "$1: soname is '$soname', not libtwheel.so.1"
+}
+
+# check_exports LIB.so LIB.a: tw_* only, under the version node TWHEEL_1
+# (the version script was applied).
+check_exports() {
+    run symbols.log "$here/exported_symbols.sh" "$1" "$2"
+    readelf -V --wide "$1" | grep -q 'Name: TWHEEL_1$' ||
+        fail "$1 has no version node TWHEEL_1 (twheel.map not applied)"
+    check_soname "$1"
+}
+
+# meson install of SOURCE_ROOT into $work/prefix; sets prefix and libdir.
+install_prefix() {
+    prefix=$work/prefix
+    run setup.log meson setup "$work/build" "$src" --prefix="$prefix" \
+        --buildtype=debugoptimized -Db_sanitize=none \
+        -Dtests=false -Dexamples=false -Dbench=false -Dfacade=false
+    run compile.log meson compile -C "$work/build"
+    run install.log meson install -C "$work/build" --quiet
+    check_tree "$prefix"
+}
+
+# pkgconfig_consumers PCDIR: the consumers built with pkg-config's flags
+# from PCDIR/twheel.pc, run against the library it names.
+pkgconfig_consumers() {
+    local d=$work/pc-consumer cflags libs pclibdir version
+    rm -rf "$d"
+    write_sources "$d"
+    export PKG_CONFIG_PATH=$1
+    run pc.log pkg-config --exists --print-errors twheel
+    version=$(pkg-config --modversion twheel)
+    [[ $version == "$tw_version" ]] || fail "pkg-config version $version is not timer.h's $tw_version"
+    cflags=$(pkg-config --cflags twheel)
+    libs=$(pkg-config --libs twheel)
+    pclibdir=$(pkg-config --variable=libdir twheel)
+
+    local warn=(-Wall -Wextra -Wpedantic -Werror)
     # shellcheck disable=SC2086
-    run cxx.log c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror "$work/consumer.cpp" \
-        $cflags $libs -o "$work/consumer_cpp"
-    LD_LIBRARY_PATH=$libdir run runcpp.log "$work/consumer_cpp"
-    cat "$work/runcpp.log"
+    {
+        run cc.log cc -std=c11 "${warn[@]}" "$d/consumer.c" $cflags $libs -o "$d/consumer"
+        run cxx.log c++ -std=c++17 "${warn[@]}" "$d/consumer.cpp" $cflags $libs -o "$d/consumer_cpp"
+        run cc-collision.log cc -std=c11 "${warn[@]}" $cflags -I"$d/app-include" \
+            "$d/collision.c" $libs -o "$d/collision_c"
+        run cxx-collision.log c++ -std=c++17 "${warn[@]}" -I"$d/app-include" $cflags \
+            "$d/collision.cpp" $libs -o "$d/collision_cpp"
+    }
+    readelf -d "$d/consumer" | grep -q 'NEEDED.*libtwheel\.so\.1\]' ||
+        fail "the pkg-config consumer does not link libtwheel.so.1"
+    local exe
+    for exe in consumer consumer_cpp collision_c collision_cpp; do
+        LD_LIBRARY_PATH=$pclibdir run "run-$exe.log" "$d/$exe"
+        cat "$work/run-$exe.log"
+    done
+    unset PKG_CONFIG_PATH
+}
+
+# cmake_consumer NAME SNIPPET [CMAKE ARGS...]: a CMake project in $work/NAME
+# that gets twheel by SNIPPET, then builds and runs the consumers against
+# twheel::twheel and twheel::twheel_static. Leaves its build in $work/NAME-build.
+cmake_consumer() {
+    local name=$1 snippet=$2 d=$work/$1 b=$work/$1-build
+    shift 2
+    write_sources "$d"
+    cat >"$d/CMakeLists.txt" <<EOF
+cmake_minimum_required(VERSION 3.14...3.30)
+project(twheel_consumer C CXX)
+
+$snippet
+
+set(CMAKE_C_STANDARD 11)
+set(CMAKE_C_STANDARD_REQUIRED ON)
+set(CMAKE_C_EXTENSIONS OFF)
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)
+add_compile_options(-Wall -Wextra -Wpedantic -Werror)
+
+add_executable(consumer_shared consumer.c)
+target_link_libraries(consumer_shared PRIVATE twheel::twheel)
+add_executable(consumer_static consumer.c)
+target_link_libraries(consumer_static PRIVATE twheel::twheel_static)
+add_executable(consumer_cpp consumer.cpp)
+target_link_libraries(consumer_cpp PRIVATE twheel::twheel)
+
+# The consumer's own timer.h: searched after everything twheel gives, -I
+# or -isystem (an imported target's folders are -isystem)...
+add_executable(collision_c collision.c)
+target_link_libraries(collision_c PRIVATE twheel::twheel_static)
+target_compile_options(collision_c PRIVATE
+  "SHELL:-idirafter \${CMAKE_CURRENT_SOURCE_DIR}/app-include")
+# ...and before it (a target's own folders come first).
+add_executable(collision_cpp collision.cpp)
+target_include_directories(collision_cpp PRIVATE app-include)
+target_link_libraries(collision_cpp PRIVATE twheel::twheel)
+
+install(TARGETS consumer_static DESTINATION bin)
+EOF
+    cmake_configure "$name-cmake.log" -S "$d" -B "$b" -DCMAKE_BUILD_TYPE=Release "$@"
+    run "$name-build.log" cmake --build "$b"
+    local exe
+    for exe in consumer_shared consumer_static consumer_cpp collision_c collision_cpp; do
+        # The shared ones run from their build rpath.
+        run "$name-run-$exe.log" "$b/$exe"
+        cat "$work/$name-run-$exe.log"
+    done
+    readelf -d "$b/consumer_shared" | grep -q 'NEEDED.*libtwheel\.so\.1\]' ||
+        fail "consumer_shared does not link libtwheel.so.1"
+    readelf -d "$b/consumer_static" | grep -q 'NEEDED.*libtwheel' &&
+        fail "consumer_static links libtwheel dynamically"
+    return 0
+}
+
+# find_package(twheel) with the version file's answers checked first.
+find_package_snippet() {
+    local checks=() r
+    # A plain version keeps the same-major rule...
+    checks+=("\"$tw_major\" TRUE" "\"$tw_major.$tw_minor\" TRUE"
+        "\"$tw_major.$((tw_minor + 1))\" FALSE" "\"$((tw_major + 1)).0\" FALSE")
+    ((tw_major > 0)) && checks+=("\"$((tw_major - 1)).0\" FALSE")
+    # ...a range is whatever it contains, whatever the majors of its ends.
+    local ranges=("\"$((tw_major > 0 ? tw_major - 1 : 0)).5...<$((tw_major + 1)).0\" TRUE"
+        "\"0.1...$tw_version\" TRUE" "\"0.1...<$tw_version\" FALSE"
+        "\"$tw_major.$((tw_minor + 1))...<$((tw_major + 2)).0\" FALSE")
+    printf '%s\n' \
+        'function(expect_twheel request expected)' \
+        '  find_package(twheel ${request} QUIET CONFIG)' \
+        '  if(twheel_FOUND)' \
+        '    set(found TRUE)' \
+        '  else()' \
+        '    set(found FALSE)' \
+        '  endif()' \
+        '  if(NOT found STREQUAL expected)' \
+        '    message(FATAL_ERROR "find_package(twheel ${request}): found ${found}, expected ${expected}")' \
+        '  endif()' \
+        '  message(STATUS "find_package(twheel ${request}): ${found}, as expected")' \
+        'endfunction()'
+    for r in "${checks[@]}"; do
+        echo "expect_twheel($r)"
+    done
+    echo 'if(NOT CMAKE_VERSION VERSION_LESS 3.19)  # version ranges'
+    for r in "${ranges[@]}"; do
+        echo "  expect_twheel($r)"
+    done
+    echo 'endif()'
+    echo "find_package(twheel $tw_major.0 REQUIRED CONFIG)"
+    echo 'message(STATUS "found twheel ${twheel_VERSION} in ${twheel_DIR}")'
+}
+
+# find_package_consumer PREFIX: the find_package consumer against PREFIX.
+find_package_consumer() {
+    cmake_consumer find-package "$(find_package_snippet)" -DCMAKE_PREFIX_PATH="$1"
+    grep -- '-- find_package(twheel' "$work/find-package-cmake.log"
+    grep -- '-- found twheel' "$work/find-package-cmake.log" | grep -qF "in $1/" ||
+        fail "find_package did not find twheel under $1"
+}
+
+case $mode in
+pkgconfig)
+    install_prefix
+    pkgconfig_consumers "$libdir/pkgconfig"
+    ;;
+
+relocate)
+    install_prefix
+    moved=$work/elsewhere/deeper/twheel-moved
+    mkdir -p "${moved%/*}"
+    mv "$prefix" "$moved"
+    mlibdir=$moved/${libdir#"$prefix"/}
+    hits=$(grep -rlF "$prefix" "$moved")
+    [[ -z $hits ]] || fail "the installed tree names its install prefix $prefix: $hits"
+    export PKG_CONFIG_PATH=$mlibdir/pkgconfig
+    flags=$(pkg-config --cflags --libs twheel) || fail "pkg-config on the moved tree"
+    echo "moved: pkg-config --cflags --libs twheel: $flags"
+    for flag in $flags; do
+        case $flag in
+        -I* | -L*)
+            dir=$(realpath -m "${flag:2}")
+            [[ $dir == "$moved"/* ]] || fail "$flag is outside the moved tree $moved"
+            ;;
+        esac
+    done
+    if ! grep -qE -- "-I[^ ]+" <<<"$flags" || ! grep -qE -- "-L[^ ]+" <<<"$flags"; then
+        fail "pkg-config gave no -I or no -L"
+    fi
+    unset PKG_CONFIG_PATH
+    pkgconfig_consumers "$mlibdir/pkgconfig"
+    find_package_consumer "$moved"
     ;;
 
 cmake)
     install_prefix
-    write_consumer '#include <twheel/timer.h>'
-    mkdir -p "$work/cmake-consumer"
-    cat >"$work/cmake-consumer/CMakeLists.txt" <<EOF
-cmake_minimum_required(VERSION 3.13)
-project(twheel_consumer C)
+    find_package_consumer "$prefix"
+    ;;
 
-# A major version we are not must be refused by the version file.
-find_package(twheel 2.0 QUIET CONFIG)
-if(twheel_FOUND)
-  message(FATAL_ERROR "find_package(twheel 2.0) accepted version \${twheel_VERSION}")
-endif()
+cmake_subdirectory)
+    mkdir -p "$work/sub/third_party"
+    ln -s "$src" "$work/sub/third_party/twheel"
+    cmake_consumer sub "$(printf '%s\n' \
+        'add_subdirectory(third_party/twheel)' \
+        'get_target_property(twheel_version twheel VERSION)' \
+        'message(STATUS "twheel target version ${twheel_version}")')" \
+        -DCMAKE_INSTALL_PREFIX="$work/sub-prefix"
+    grep -q -- "-- twheel target version $tw_version\$" "$work/sub-cmake.log" ||
+        fail "the twheel target's version is not timer.h's $tw_version"
+    check_exports "$work/sub-build/third_party/twheel/libtwheel.so.1" \
+        "$work/sub-build/third_party/twheel/libtwheel.a"
+    # Vendored: the consumer's install holds its own program only...
+    run sub-install.log cmake --install "$work/sub-build"
+    installed=$(cd "$work/sub-prefix" && find . -type f -o -type l | sort)
+    [[ $installed == ./bin/consumer_static ]] ||
+        fail "the consumer's install holds more than its program:"$'\n'"$installed"
+    # ...unless it asks for twheel's too.
+    cmake_configure sub-cmake-install.log -S "$work/sub" -B "$work/sub-build" -DTWHEEL_INSTALL=ON \
+        -DCMAKE_INSTALL_PREFIX="$work/sub-prefix2"
+    run sub-install2.log cmake --install "$work/sub-build"
+    check_tree "$work/sub-prefix2"
+    echo "add_subdirectory: nothing of twheel installed by default; all of it with TWHEEL_INSTALL=ON"
+    ;;
 
-find_package(twheel 1.0 REQUIRED CONFIG)
-message(STATUS "found twheel \${twheel_VERSION} in \${twheel_DIR}")
+cmake_fetchcontent)
+    cmake_consumer fc-source "$(printf '%s\n' \
+        'include(FetchContent)' \
+        "FetchContent_Declare(twheel SOURCE_DIR \"$src\")" \
+        'FetchContent_MakeAvailable(twheel)')"
+    # A release-like tarball of the working tree (build folders and VCS left out).
+    tarball=$work/twheel-$tw_version.tar.gz
+    run tar.log tar -C "$src" --exclude-vcs --exclude='./build*' --exclude='*.o' \
+        --exclude='*.a' --exclude='*.so' --exclude='*.so.*' \
+        --transform "s,^\\.,twheel-$tw_version," -czf "$tarball" .
+    sha=$(sha256sum "$tarball" | cut -d' ' -f1)
+    cmake_consumer fc-url "$(printf '%s\n' \
+        'include(FetchContent)' \
+        "FetchContent_Declare(twheel URL \"file://$tarball\" URL_HASH SHA256=$sha)" \
+        'FetchContent_MakeAvailable(twheel)')"
+    [[ -f $work/fc-url-build/_deps/twheel-src/CMakeLists.txt ]] ||
+        fail "FetchContent did not unpack the tarball into _deps/twheel-src"
+    ;;
 
-add_executable(consumer_shared "$work/consumer.c")
-target_link_libraries(consumer_shared PRIVATE twheel::twheel)
-add_executable(consumer_static "$work/consumer.c")
-target_link_libraries(consumer_static PRIVATE twheel::twheel_static)
-foreach(t consumer_shared consumer_static)
-  set_target_properties(\${t} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
-  target_compile_options(\${t} PRIVATE -Wall -Wextra -Wpedantic -Werror)
-endforeach()
-EOF
-    run cmake.log cmake -S "$work/cmake-consumer" -B "$work/cmake-build" \
-        -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release
-    grep -- '-- found twheel' "$work/cmake.log"
-    run cmake-build.log cmake --build "$work/cmake-build"
-    # The shared one runs from its build rpath; the static one needs nothing.
-    run run-shared.log "$work/cmake-build/consumer_shared"
-    run run-static.log "$work/cmake-build/consumer_static"
-    readelf -d "$work/cmake-build/consumer_shared" | grep -q 'NEEDED.*libtwheel\.so\.1\]' ||
-        fail "consumer_shared does not link libtwheel.so.1"
-    readelf -d "$work/cmake-build/consumer_static" | grep -q 'NEEDED.*libtwheel' &&
-        fail "consumer_static links libtwheel dynamically"
-    cat "$work/run-shared.log" "$work/run-static.log"
+cmake_install)
+    install_prefix # meson's, to compare with
+    rel_libdir=${libdir#"$prefix"/}
+    cprefix=$work/cmake-prefix
+    # twheel as the top-level CMake project: it installs by default, and a
+    # C++ compiler, had it looked for one, would have failed the configure.
+    CXX=false cmake_configure tw-cmake.log -S "$src" -B "$work/tw-build" \
+        -DCMAKE_INSTALL_PREFIX="$cprefix" -DCMAKE_INSTALL_LIBDIR="$rel_libdir"
+    grep -q 'CXX compiler' "$work/tw-cmake.log" && fail "twheel's CMakeLists.txt looked for a C++ compiler"
+    run tw-build.log cmake --build "$work/tw-build"
+    run tw-install.log cmake --install "$work/tw-build"
+    check_tree "$cprefix"
+    check_exports "$cprefix/$rel_libdir/libtwheel.so.1" "$cprefix/$rel_libdir/libtwheel.a"
+    # The same tree as meson's, the same CMake package files, and a twheel.pc
+    # that says the same.
+    diff <(cd "$prefix" && find . | sort) <(cd "$cprefix" && find . | sort) ||
+        fail "CMake installs another tree than meson (< meson, > CMake)"
+    diff -r "$prefix/$rel_libdir/cmake" "$cprefix/$rel_libdir/cmake" ||
+        fail "CMake's package config differs from meson's"
+    diff -r "$prefix/include" "$cprefix/include" || fail "CMake installs other headers than meson"
+    pc_says() { # PREFIX
+        PKG_CONFIG_PATH=$1/$rel_libdir/pkgconfig pkg-config --modversion --cflags --libs --static twheel |
+            sed "s|$1/|PREFIX/|g"
+    }
+    diff <(pc_says "$prefix") <(pc_says "$cprefix") || fail "CMake's twheel.pc differs from meson's"
+    pkgconfig_consumers "$cprefix/$rel_libdir/pkgconfig"
+    find_package_consumer "$cprefix"
     ;;
 
 subproject)
     mkdir -p "$work/proj/subprojects"
     ln -s "$src" "$work/proj/subprojects/twheel"
-    # The same spelling as installed: <twheel/timer.h>.
-    write_consumer '#include <twheel/timer.h>'
-    mv "$work/consumer.c" "$work/proj/"
+    write_sources "$work/proj"
     cat >"$work/proj/meson.build" <<'EOF'
 project('twheel_consumer', 'c',
   default_options: ['c_std=c11', 'warning_level=3', 'werror=true'])
 subproject('twheel')
 # The subproject overrides dependency('twheel'): no pkg-config lookup.
 twheel = dependency('twheel')
-executable('consumer', 'consumer.c', dependencies: twheel)
+executable('consumer', 'consumer.c', dependencies: twheel, install: true)
 EOF
-    run setup.log meson setup "$work/proj-build" "$work/proj" \
-        --buildtype=debugoptimized -Db_sanitize=none
+    # CXX=false: had twheel looked for a C++ compiler, the setup would fail.
+    CXX=false run setup.log meson setup "$work/proj-build" "$work/proj" \
+        --prefix="$work/proj-prefix" --buildtype=debugoptimized -Db_sanitize=none
     grep -q "Dependency twheel found: YES .*(overridden)" "$work/setup.log" ||
         fail "dependency('twheel') was not resolved by the subproject's override"
+    grep -q 'C++ compiler' "$work/setup.log" && fail "the twheel subproject looked for a C++ compiler"
     run compile.log meson compile -C "$work/proj-build"
     run run.log "$work/proj-build/consumer"
     cat "$work/run.log"
+    # The consumer's install holds its own program only...
+    run install.log meson install -C "$work/proj-build" --quiet
+    installed=$(cd "$work/proj-prefix" && find . -type f -o -type l | sort)
+    [[ $installed == ./bin/consumer ]] ||
+        fail "the consumer's install holds more than its program:"$'\n'"$installed"
+    # ...unless it asks for twheel's too.
+    CXX=false run configure.log meson configure "$work/proj-build" -Dtwheel:install=enabled
+    run install2.log meson install -C "$work/proj-build" --quiet
+    check_tree "$work/proj-prefix"
+    echo "subproject: C only; nothing of twheel installed by default; all of it with -Dtwheel:install=enabled"
+    ;;
+
+subproject_cpp)
+    mkdir -p "$work/proj/subprojects"
+    ln -s "$src" "$work/proj/subprojects/twheel"
+    write_sources "$work/proj"
+    cat >"$work/proj/meson.build" <<'EOF'
+project('twheel_consumer_cpp', 'cpp',
+  default_options: ['cpp_std=c++17', 'warning_level=3', 'werror=true'])
+# As the README has it; --wrap-mode=forcefallback keeps an installed twheel
+# out of this test.
+twheel = dependency('twheel', fallback: 'twheel')
+executable('consumer_cpp', 'consumer.cpp', dependencies: twheel)
+executable('collision_cpp', 'collision.cpp', dependencies: twheel,
+  include_directories: 'app-include')
+EOF
+    run setup.log meson setup "$work/proj-build" "$work/proj" --wrap-mode=forcefallback \
+        --buildtype=debugoptimized -Db_sanitize=none
+    run compile.log meson compile -C "$work/proj-build"
+    for exe in consumer_cpp collision_cpp; do
+        run "run-$exe.log" "$work/proj-build/$exe"
+        cat "$work/run-$exe.log"
+    done
     ;;
 esac
 echo "package ($mode): ok"
