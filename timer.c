@@ -1022,14 +1022,16 @@ static uint64_t clock_tick(const tw_wheel *w, uint64_t clock, int round_up)
     return ticks > w->now ? ticks : w->now;
 }
 
-/* The due tick of a timer added or rescheduled now; lock held. TW_NEVER
- * when the clock has run so far past `now` (no driver ran for about
- * TW_MAX_DELAY ticks, with timers pending) that the wheel cannot hold it. */
+/* The due tick of a timer added or rescheduled now, from a clock reading
+ * (a tick-driven wheel's is `now + delay`, computed inline); lock held.
+ * TW_NEVER when the clock has run so far past `now` (no driver ran for
+ * about TW_MAX_DELAY ticks, with timers pending) that the wheel cannot hold
+ * it. Out of line: the tick-driven add stays short. */
 static uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
 {
     unsigned drive = spin_load(&w->drive);
     uint64_t start;
-    if (clock == NO_READING || drive == TW_DRIVE_TICKS)
+    if (drive == TW_DRIVE_TICKS) /* decided since the reading was taken */
         return w->now + delay;
     if (drive == TW_DRIVE_AUTO) {
         /* Not driven yet, so perhaps by tw_advance, which needs delays
@@ -1092,7 +1094,8 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
         error = ENOSPC;
     else if (release && (release_slot = release_index(w, release)) < 0)
         error = EMFILE;
-    else if ((due = due_of_call(w, delay, clock)) == TW_NEVER)
+    else if ((due = clock == NO_READING ? w->now + delay
+                                        : due_of_call(w, delay, clock)) == TW_NEVER)
         error = ERANGE;
     else if (reserve_entries(w, 1) || (index = node_alloc(w)) == NIL)
         error = ENOMEM;
@@ -1929,7 +1932,8 @@ TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
         unlock(w);
         return 0;
     }
-    if ((due = due_of_call(w, delay, clock)) == TW_NEVER) {
+    due = clock == NO_READING ? w->now + delay : due_of_call(w, delay, clock);
+    if (due == TW_NEVER) {
         unlock(w);
         return -ERANGE;
     }
