@@ -22,7 +22,8 @@
  * The I/O source is a pipe that a client thread writes packets into; each
  * packet pushes the client's idle kick back (tw_reschedule) and asks for a
  * request timer (tw_add), some of whose callbacks add a follow-up timer.
- * loop_check.h is the bench around it: the client thread and the checks
+ * loop_app.h (what the packets do to the wheel) and loop_check.h (the
+ * client thread and the checks) are the bench around it
  * (no timer early, lateness, timers added by I/O not left waiting, no
  * spinning while idle). Runs ~1.8 s, prints a summary, exits 1 on a
  * failed check.
@@ -41,16 +42,13 @@
 
 #include <twheel/timer.h>
 
-#include "loop_check.h"
+#include "loop_app.h"
 
 struct app {
     struct event_base *base;
     struct event *wheel_timer; /* due when the wheel's earliest timer is */
     struct event *readable;    /* the client's packets */
-    tw_wheel *wheel;
-    tw_id heartbeat, kick;
-    struct lc_timer *heartbeat_t, *kick_t;
-    struct loop_check lc;
+    struct lc_app app; /* the wheel, and what the packets do to it */
 };
 
 /* ---- the pattern -------------------------------------------------------- */
@@ -59,7 +57,7 @@ struct app {
  * have added, cancelled or rescheduled a timer. */
 static void arm(struct app *a)
 {
-    int32_t ms = tw_timeout_ms(a->wheel); /* by the clock; never late */
+    int32_t ms = tw_timeout_ms(a->app.wheel); /* by the clock; never late */
     if (ms < 0) {
         evtimer_del(a->wheel_timer); /* nothing pending: sleep on I/O */
         return;
@@ -80,89 +78,20 @@ static void on_wheel_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct app *a = arg;
     (void)fd, (void)what;
-    lc_timer_wakeup(&a->lc);
-    int64_t ran = tw_expire(a->wheel); /* every timer now due, in order */
-    lc_expired(&a->lc, ran);
+    lc_timer_wakeup(&a->app.lc);
+    int64_t ran = tw_expire(a->app.wheel); /* every timer now due, in order */
+    lc_expired(&a->app.lc, ran);
     arm(a);
 }
 
-/* ---- timers ------------------------------------------------------------- */
-
-static void on_request(tw_wheel *w, tw_id id, void *data);
-
-static tw_id add(struct app *a, struct lc_timer *t, tw_callback *cb)
-{
-    if (!t)
-        return 0;
-    tw_id id = tw_add_ex(a->wheel, t->delay_us / 1000, t->period_us / 1000,
-                         cb, NULL, t);
-    if (id == 0) {
-        lc_error(&a->lc, tw_strerror(errno));
-        t->cancelled = 1;
-    }
-    return id;
-}
-
-/* Whenever the wheel runs empty, the bench may want one lone timer for
- * its quiet and idle stretches (loop_check.h). */
-static void drained(struct app *a)
-{
-    struct lc_timer *t;
-    if (tw_count(a->wheel) == 0 && (t = lc_next_stretch(&a->lc)) != NULL)
-        add(a, t, on_request);
-}
-
-static void on_request(tw_wheel *w, tw_id id, void *data)
-{
-    struct lc_timer *t = data;
-    struct app *a = t->lc->owner;
-    (void)w, (void)id;
-    lc_fired(t);
-    /* A timer added from a callback counts from the clock at this call
-     * too; on_wheel_timer() re-arms after tw_expire(). */
-    if (t->follow_ms >= 0)
-        add(a, lc_new(&a->lc, (uint32_t)t->follow_ms, 0, -1), on_request);
-    drained(a);
-}
-
-static void on_kick(tw_wheel *w, tw_id id, void *data)
-{
-    struct lc_timer *t = data;
-    (void)w, (void)id;
-    lc_fired(t); /* a real server would drop the session here */
-    drained(t->lc->owner);
-}
-
-static void on_heartbeat(tw_wheel *w, tw_id id, void *data)
-{
-    (void)w, (void)id;
-    lc_fired(data);
-}
-
 /* ---- I/O ---------------------------------------------------------------- */
-
-static void handle_packet(struct app *a, const struct lc_packet *p)
-{
-    if (++a->lc.packets == LC_PACKETS && tw_cancel(a->wheel, a->heartbeat) == 1)
-        a->heartbeat_t->cancelled = 1; /* the busy part is over */
-    /* A sign of life: push the idle kick back, LC_KICK_MS from now. */
-    uint64_t before = lc_now();
-    int r = tw_reschedule(a->wheel, a->kick, LC_KICK_MS);
-    if (r == 1)
-        lc_moved(a->kick_t, before, LC_KICK_MS);
-    else if (r == 0) /* it ran: the client was quiet too long, and is back */
-        a->kick = add(a, a->kick_t = lc_new(&a->lc, LC_KICK_MS, 0, -1), on_kick);
-    else
-        lc_error(&a->lc, tw_strerror(r));
-    add(a, lc_new(&a->lc, p->delay_ms, 0, p->follow_ms), on_request);
-}
 
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
     struct app *a = arg;
     struct lc_packet buf[512];
     (void)what;
-    lc_io_wakeup(&a->lc);
+    lc_io_wakeup(&a->app.lc);
     for (;;) {
         ssize_t n = read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
@@ -173,11 +102,11 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
             /* Writes of whole packets under PIPE_BUF are atomic: whole
              * reads. */
             for (size_t i = 0; i < (size_t)n / sizeof buf[0]; i++)
-                handle_packet(a, &buf[i]);
+                lc_app_packet(&a->app, &buf[i]);
             continue;
         }
         if (n < 0)
-            lc_error(&a->lc, strerror(errno));
+            lc_error(&a->app.lc, strerror(errno));
         /* End of file: the client is gone. */
         event_del(a->readable);
         break;
@@ -196,7 +125,7 @@ int main(int argc, char **argv)
     char version[64];
     snprintf(version, sizeof version, "libevent %s", event_get_version());
     struct app *a = calloc(1, sizeof *a);
-    if (!a || lc_init(&a->lc, "event_loop", a) != 0)
+    if (!a || lc_init(&a->app.lc, "event_loop", &a->app) != 0)
         return 1;
 
     /* One thread drives and uses the wheel: no lock. TW_DRIVE_CLOCK: delays
@@ -207,7 +136,7 @@ int main(int argc, char **argv)
     cfg.tick_us = LC_TICK_US;
     cfg.lock = TW_LOCK_NONE;
     cfg.drive = TW_DRIVE_CLOCK;
-    a->wheel = tw_create(&cfg);
+    a->app.wheel = tw_create(&cfg);
 
     /* libevent reads CLOCK_MONOTONIC_COARSE unless told otherwise: a
      * clock that moves once a jiffy (1-10 ms), behind the wheel's. The
@@ -223,19 +152,17 @@ int main(int argc, char **argv)
     }
     if (a->base) {
         a->wheel_timer = evtimer_new(a->base, on_wheel_timer, a);
-        a->readable = event_new(a->base, a->lc.pipe_rd, EV_READ | EV_PERSIST,
+        a->readable = event_new(a->base, a->app.lc.pipe_rd, EV_READ | EV_PERSIST,
                                 on_readable, a);
     }
-    if (!a->wheel || !a->wheel_timer || !a->readable ||
+    if (!a->app.wheel || !a->wheel_timer || !a->readable ||
         event_add(a->readable, NULL) != 0) {
-        lc_error(&a->lc, "setup failed");
-        return lc_finish(&a->lc, version);
+        lc_error(&a->app.lc, "setup failed");
+        return lc_finish(&a->app.lc, version);
     }
 
-    a->heartbeat_t = lc_new(&a->lc, LC_HEARTBEAT_MS, LC_HEARTBEAT_MS, -1);
-    a->heartbeat = add(a, a->heartbeat_t, on_heartbeat);
-    a->kick = add(a, a->kick_t = lc_new(&a->lc, LC_KICK_MS, 0, -1), on_kick);
-    lc_start_traffic(&a->lc);
+    lc_app_start(&a->app);
+    lc_start_traffic(&a->app.lc);
     arm(a); /* timers were added outside the loop: arm before it starts */
 
     /* Returns when no event is left: the pipe's deleted at its end, the
@@ -243,13 +170,13 @@ int main(int argc, char **argv)
      * keeps it running; to stop one, event_base_loopbreak(), free the
      * events and destroy the wheel (pending timers are dropped, never run). */
     if (event_base_loop(a->base, 0) < 0)
-        lc_error(&a->lc, "event_base_loop failed");
+        lc_error(&a->app.lc, "event_base_loop failed");
     event_free(a->readable);
     event_free(a->wheel_timer);
     event_base_free(a->base);
-    tw_destroy(a->wheel);
+    tw_destroy(a->app.wheel);
 
-    int rc = lc_finish(&a->lc, version);
+    int rc = lc_finish(&a->app.lc, version);
     free(a);
     return rc;
 }

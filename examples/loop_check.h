@@ -1,6 +1,7 @@
 /*
  * loop_check.h: the test bench shared by the event-loop examples
- * (uv_loop.c, event_loop.c, timerfd_loop.c, asio_loop.cpp). It is not part
+ * (uv_loop.c, event_loop.c, timerfd_loop.c, asio_loop.cpp; the C ones also
+ * share loop_app.h, what the packets do to the wheel). It is not part
  * of the pattern those files show; copy the example, not this.
  *
  * It plays a client and a stopwatch:

@@ -22,7 +22,8 @@
  * The I/O source is a pipe that a client thread writes packets into; each
  * packet pushes the client's idle kick back (tw_reschedule) and asks for a
  * request timer (tw_add), some of whose callbacks add a follow-up timer.
- * loop_check.h is the bench around it: the client thread and the checks
+ * loop_app.h (what the packets do to the wheel) and loop_check.h (the
+ * client thread and the checks) are the bench around it
  * (no timer early, lateness, timers added by I/O not left waiting, no
  * spinning while idle). Runs ~1.8 s, prints a summary, exits 1 on a
  * failed check.
@@ -41,16 +42,13 @@
 
 #include <twheel/timer.h>
 
-#include "loop_check.h"
+#include "loop_app.h"
 
 struct app {
     int epfd, tfd, pipe_rd;
     uint64_t armed_us; /* CLOCK_MONOTONIC deadline the timerfd holds; 0: none */
     uint64_t settimes; /* timerfd_settime calls, for the summary */
-    tw_wheel *wheel;
-    tw_id heartbeat, kick;
-    struct lc_timer *heartbeat_t, *kick_t;
-    struct loop_check lc;
+    struct lc_app app; /* the wheel, and what the packets do to it */
 };
 
 /* ---- the pattern -------------------------------------------------------- */
@@ -62,7 +60,7 @@ static void set_timerfd(struct app *a, uint64_t deadline_us)
     its.it_value.tv_sec = (time_t)(deadline_us / 1000000);
     its.it_value.tv_nsec = (long)(deadline_us % 1000000) * 1000;
     if (timerfd_settime(a->tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
-        lc_error(&a->lc, strerror(errno));
+        lc_error(&a->app.lc, strerror(errno));
     a->armed_us = deadline_us;
     a->settimes++;
 }
@@ -71,7 +69,7 @@ static void set_timerfd(struct app *a, uint64_t deadline_us)
  * have added, cancelled or rescheduled a timer. */
 static void arm(struct app *a)
 {
-    int32_t ms = tw_timeout_ms(a->wheel); /* by the clock; never late */
+    int32_t ms = tw_timeout_ms(a->app.wheel); /* by the clock; never late */
     if (ms < 0) { /* nothing pending: the fd stays quiet */
         if (a->armed_us)
             set_timerfd(a, 0);
@@ -93,91 +91,22 @@ static void arm(struct app *a)
 static void on_wheel_fd(struct app *a)
 {
     uint64_t expirations;
-    lc_timer_wakeup(&a->lc);
+    lc_timer_wakeup(&a->app.lc);
     /* Read it, or it stays readable. EAGAIN: re-armed since it fired. */
     if (read(a->tfd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
-        lc_error(&a->lc, strerror(errno));
+        lc_error(&a->app.lc, strerror(errno));
     a->armed_us = 0;
-    int64_t ran = tw_expire(a->wheel); /* every timer now due, in order */
-    lc_expired(&a->lc, ran);
+    int64_t ran = tw_expire(a->app.wheel); /* every timer now due, in order */
+    lc_expired(&a->app.lc, ran);
     arm(a);
-}
-
-/* ---- timers ------------------------------------------------------------- */
-
-static void on_request(tw_wheel *w, tw_id id, void *data);
-
-static tw_id add(struct app *a, struct lc_timer *t, tw_callback *cb)
-{
-    if (!t)
-        return 0;
-    tw_id id = tw_add_ex(a->wheel, t->delay_us / 1000, t->period_us / 1000,
-                         cb, NULL, t);
-    if (id == 0) {
-        lc_error(&a->lc, tw_strerror(errno));
-        t->cancelled = 1;
-    }
-    return id;
-}
-
-/* Whenever the wheel runs empty, the bench may want one lone timer for
- * its quiet and idle stretches (loop_check.h). */
-static void drained(struct app *a)
-{
-    struct lc_timer *t;
-    if (tw_count(a->wheel) == 0 && (t = lc_next_stretch(&a->lc)) != NULL)
-        add(a, t, on_request);
-}
-
-static void on_request(tw_wheel *w, tw_id id, void *data)
-{
-    struct lc_timer *t = data;
-    struct app *a = t->lc->owner;
-    (void)w, (void)id;
-    lc_fired(t);
-    /* A timer added from a callback counts from the clock at this call
-     * too; on_wheel_fd() re-arms after tw_expire(). */
-    if (t->follow_ms >= 0)
-        add(a, lc_new(&a->lc, (uint32_t)t->follow_ms, 0, -1), on_request);
-    drained(a);
-}
-
-static void on_kick(tw_wheel *w, tw_id id, void *data)
-{
-    struct lc_timer *t = data;
-    (void)w, (void)id;
-    lc_fired(t); /* a real server would drop the session here */
-    drained(t->lc->owner);
-}
-
-static void on_heartbeat(tw_wheel *w, tw_id id, void *data)
-{
-    (void)w, (void)id;
-    lc_fired(data);
 }
 
 /* ---- I/O ---------------------------------------------------------------- */
 
-static void handle_packet(struct app *a, const struct lc_packet *p)
-{
-    if (++a->lc.packets == LC_PACKETS && tw_cancel(a->wheel, a->heartbeat) == 1)
-        a->heartbeat_t->cancelled = 1; /* the busy part is over */
-    /* A sign of life: push the idle kick back, LC_KICK_MS from now. */
-    uint64_t before = lc_now();
-    int r = tw_reschedule(a->wheel, a->kick, LC_KICK_MS);
-    if (r == 1)
-        lc_moved(a->kick_t, before, LC_KICK_MS);
-    else if (r == 0) /* it ran: the client was quiet too long, and is back */
-        a->kick = add(a, a->kick_t = lc_new(&a->lc, LC_KICK_MS, 0, -1), on_kick);
-    else
-        lc_error(&a->lc, tw_strerror(r));
-    add(a, lc_new(&a->lc, p->delay_ms, 0, p->follow_ms), on_request);
-}
-
 static void on_readable(struct app *a)
 {
     struct lc_packet buf[512];
-    lc_io_wakeup(&a->lc);
+    lc_io_wakeup(&a->app.lc);
     for (;;) {
         ssize_t n = read(a->pipe_rd, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
@@ -188,11 +117,11 @@ static void on_readable(struct app *a)
             /* Writes of whole packets under PIPE_BUF are atomic: whole
              * reads. */
             for (size_t i = 0; i < (size_t)n / sizeof buf[0]; i++)
-                handle_packet(a, &buf[i]);
+                lc_app_packet(&a->app, &buf[i]);
             continue;
         }
         if (n < 0)
-            lc_error(&a->lc, strerror(errno));
+            lc_error(&a->app.lc, strerror(errno));
         /* End of file: the client is gone. */
         epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->pipe_rd, NULL);
         close(a->pipe_rd);
@@ -220,10 +149,10 @@ int main(int argc, char **argv)
         return 2;
     }
     struct app *a = calloc(1, sizeof *a);
-    if (!a || lc_init(&a->lc, "timerfd_loop", a) != 0)
+    if (!a || lc_init(&a->app.lc, "timerfd_loop", &a->app) != 0)
         return 1;
-    a->pipe_rd = a->lc.pipe_rd;
-    a->lc.pipe_rd = -1; /* ours now: closed at its end of file */
+    a->pipe_rd = a->app.lc.pipe_rd;
+    a->app.lc.pipe_rd = -1; /* ours now: closed at its end of file */
 
     /* One thread drives and uses the wheel: no lock. TW_DRIVE_CLOCK: delays
      * count from the clock at each call from the first add on (the default,
@@ -233,19 +162,17 @@ int main(int argc, char **argv)
     cfg.tick_us = LC_TICK_US;
     cfg.lock = TW_LOCK_NONE;
     cfg.drive = TW_DRIVE_CLOCK;
-    a->wheel = tw_create(&cfg);
+    a->app.wheel = tw_create(&cfg);
     a->epfd = epoll_create1(EPOLL_CLOEXEC);
     a->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (!a->wheel || a->epfd < 0 || a->tfd < 0 || watch(a, a->tfd) != 0 ||
+    if (!a->app.wheel || a->epfd < 0 || a->tfd < 0 || watch(a, a->tfd) != 0 ||
         watch(a, a->pipe_rd) != 0) {
-        lc_error(&a->lc, "setup failed");
-        return lc_finish(&a->lc, "epoll + timerfd");
+        lc_error(&a->app.lc, "setup failed");
+        return lc_finish(&a->app.lc, "epoll + timerfd");
     }
 
-    a->heartbeat_t = lc_new(&a->lc, LC_HEARTBEAT_MS, LC_HEARTBEAT_MS, -1);
-    a->heartbeat = add(a, a->heartbeat_t, on_heartbeat);
-    a->kick = add(a, a->kick_t = lc_new(&a->lc, LC_KICK_MS, 0, -1), on_kick);
-    lc_start_traffic(&a->lc);
+    lc_app_start(&a->app);
+    lc_start_traffic(&a->app.lc);
     arm(a); /* timers were added outside the loop: arm before it starts */
 
     /* No timeout: the timerfd is the loop's only clock. It ends when there
@@ -255,7 +182,7 @@ int main(int argc, char **argv)
         struct epoll_event ev[8];
         int n = epoll_wait(a->epfd, ev, 8, -1);
         if (n < 0 && errno != EINTR) {
-            lc_error(&a->lc, strerror(errno));
+            lc_error(&a->app.lc, strerror(errno));
             break;
         }
         for (int i = 0; i < n; i++) {
@@ -269,11 +196,11 @@ int main(int argc, char **argv)
     close(a->epfd);
     if (a->pipe_rd >= 0)
         close(a->pipe_rd);
-    tw_destroy(a->wheel);
+    tw_destroy(a->app.wheel);
 
     printf("timerfd_settime: %" PRIu64 " calls for %" PRIu64 " loop wake-ups\n",
-           a->settimes, a->lc.wakeups);
-    int rc = lc_finish(&a->lc, "epoll + timerfd");
+           a->settimes, a->app.lc.wakeups);
+    int rc = lc_finish(&a->app.lc, "epoll + timerfd");
     free(a);
     return rc;
 }

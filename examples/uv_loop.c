@@ -21,7 +21,8 @@
  * The I/O source is a pipe that a client thread writes packets into; each
  * packet pushes the client's idle kick back (tw_reschedule) and asks for a
  * request timer (tw_add), some of whose callbacks add a follow-up timer.
- * loop_check.h is the bench around it: the client thread and the checks
+ * loop_app.h (what the packets do to the wheel) and loop_check.h (the
+ * client thread and the checks) are the bench around it
  * (no timer early, lateness, timers added by I/O not left waiting, no
  * spinning while idle). Runs ~1.8 s, prints a summary, exits 1 on a
  * failed check.
@@ -38,17 +39,14 @@
 
 #include <twheel/timer.h>
 
-#include "loop_check.h"
+#include "loop_app.h"
 
 struct app {
     uv_loop_t loop;
     uv_timer_t wheel_timer; /* due when the wheel's earliest timer is */
     uv_pipe_t pipe;         /* the client's packets */
-    tw_wheel *wheel;
-    tw_id heartbeat, kick;
-    struct lc_timer *heartbeat_t, *kick_t;
     struct lc_packet buf[512];
-    struct loop_check lc;
+    struct lc_app app; /* the wheel, and what the packets do to it */
 };
 
 static void on_wheel_timer(uv_timer_t *handle);
@@ -59,7 +57,7 @@ static void on_wheel_timer(uv_timer_t *handle);
  * have added, cancelled or rescheduled a timer. */
 static void arm(struct app *a)
 {
-    int32_t ms = tw_timeout_ms(a->wheel); /* by the clock; never late */
+    int32_t ms = tw_timeout_ms(a->app.wheel); /* by the clock; never late */
     if (ms < 0) {
         uv_timer_stop(&a->wheel_timer); /* nothing pending: sleep on I/O */
         return;
@@ -80,82 +78,13 @@ static void arm(struct app *a)
 static void on_wheel_timer(uv_timer_t *handle)
 {
     struct app *a = handle->data;
-    lc_timer_wakeup(&a->lc);
-    int64_t ran = tw_expire(a->wheel); /* every timer now due, in order */
-    lc_expired(&a->lc, ran);
+    lc_timer_wakeup(&a->app.lc);
+    int64_t ran = tw_expire(a->app.wheel); /* every timer now due, in order */
+    lc_expired(&a->app.lc, ran);
     arm(a);
 }
 
-/* ---- timers ------------------------------------------------------------- */
-
-static void on_request(tw_wheel *w, tw_id id, void *data);
-
-static tw_id add(struct app *a, struct lc_timer *t, tw_callback *cb)
-{
-    if (!t)
-        return 0;
-    tw_id id = tw_add_ex(a->wheel, t->delay_us / 1000, t->period_us / 1000,
-                         cb, NULL, t);
-    if (id == 0) {
-        lc_error(&a->lc, tw_strerror(errno));
-        t->cancelled = 1;
-    }
-    return id;
-}
-
-/* Whenever the wheel runs empty, the bench may want one lone timer for
- * its quiet and idle stretches (loop_check.h). */
-static void drained(struct app *a)
-{
-    struct lc_timer *t;
-    if (tw_count(a->wheel) == 0 && (t = lc_next_stretch(&a->lc)) != NULL)
-        add(a, t, on_request);
-}
-
-static void on_request(tw_wheel *w, tw_id id, void *data)
-{
-    struct lc_timer *t = data;
-    struct app *a = t->lc->owner;
-    (void)w, (void)id;
-    lc_fired(t);
-    /* A timer added from a callback counts from the clock at this call
-     * too; on_wheel_timer() re-arms after tw_expire(). */
-    if (t->follow_ms >= 0)
-        add(a, lc_new(&a->lc, (uint32_t)t->follow_ms, 0, -1), on_request);
-    drained(a);
-}
-
-static void on_kick(tw_wheel *w, tw_id id, void *data)
-{
-    struct lc_timer *t = data;
-    (void)w, (void)id;
-    lc_fired(t); /* a real server would drop the session here */
-    drained(t->lc->owner);
-}
-
-static void on_heartbeat(tw_wheel *w, tw_id id, void *data)
-{
-    (void)w, (void)id;
-    lc_fired(data);
-}
-
 /* ---- I/O ---------------------------------------------------------------- */
-
-static void handle_packet(struct app *a, const struct lc_packet *p)
-{
-    if (++a->lc.packets == LC_PACKETS && tw_cancel(a->wheel, a->heartbeat) == 1)
-        a->heartbeat_t->cancelled = 1; /* the busy part is over */
-    /* A sign of life: push the idle kick back, LC_KICK_MS from now. */
-    uint64_t before = lc_now();
-    int r = tw_reschedule(a->wheel, a->kick, LC_KICK_MS);
-    if (r == 1)
-        lc_moved(a->kick_t, before, LC_KICK_MS);
-    else if (r == 0) /* it ran: the client was quiet too long, and is back */
-        a->kick = add(a, a->kick_t = lc_new(&a->lc, LC_KICK_MS, 0, -1), on_kick);
-    else
-        lc_error(&a->lc, tw_strerror(r));
-    add(a, lc_new(&a->lc, p->delay_ms, 0, p->follow_ms), on_request);
-}
 
 static void on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf)
 {
@@ -170,14 +99,14 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
     (void)buf;
     if (n == 0)
         return; /* EAGAIN: nothing happened */
-    lc_io_wakeup(&a->lc);
+    lc_io_wakeup(&a->app.lc);
     if (n > 0) {
         /* Writes of whole packets under PIPE_BUF are atomic: whole reads. */
         for (size_t i = 0; i < (size_t)n / sizeof a->buf[0]; i++)
-            handle_packet(a, &a->buf[i]);
+            lc_app_packet(&a->app, &a->buf[i]);
     } else {
         if (n != UV_EOF)
-            lc_error(&a->lc, uv_strerror((int)n));
+            lc_error(&a->app.lc, uv_strerror((int)n));
         uv_close((uv_handle_t *)&a->pipe, NULL); /* the client is gone */
     }
     arm(a); /* the packets added timers: one may be due before the uv timer */
@@ -194,7 +123,7 @@ int main(int argc, char **argv)
     char version[64];
     snprintf(version, sizeof version, "libuv %s", uv_version_string());
     struct app *a = calloc(1, sizeof *a);
-    if (!a || lc_init(&a->lc, "uv_loop", a) != 0)
+    if (!a || lc_init(&a->app.lc, "uv_loop", &a->app) != 0)
         return 1;
 
     /* One thread drives and uses the wheel: no lock. TW_DRIVE_CLOCK: delays
@@ -205,26 +134,24 @@ int main(int argc, char **argv)
     cfg.tick_us = LC_TICK_US;
     cfg.lock = TW_LOCK_NONE;
     cfg.drive = TW_DRIVE_CLOCK;
-    a->wheel = tw_create(&cfg);
-    if (!a->wheel || uv_loop_init(&a->loop) != 0) {
-        lc_error(&a->lc, "setup failed");
-        return lc_finish(&a->lc, version);
+    a->app.wheel = tw_create(&cfg);
+    if (!a->app.wheel || uv_loop_init(&a->loop) != 0) {
+        lc_error(&a->app.lc, "setup failed");
+        return lc_finish(&a->app.lc, version);
     }
     uv_timer_init(&a->loop, &a->wheel_timer);
     a->wheel_timer.data = a;
     uv_pipe_init(&a->loop, &a->pipe, 0);
     a->pipe.data = a;
-    if (uv_pipe_open(&a->pipe, a->lc.pipe_rd) == 0) {
-        a->lc.pipe_rd = -1; /* libuv owns it now; uv_close() closes it */
+    if (uv_pipe_open(&a->pipe, a->app.lc.pipe_rd) == 0) {
+        a->app.lc.pipe_rd = -1; /* libuv owns it now; uv_close() closes it */
         uv_read_start((uv_stream_t *)&a->pipe, on_alloc, on_read);
     } else {
-        lc_error(&a->lc, "uv_pipe_open failed");
+        lc_error(&a->app.lc, "uv_pipe_open failed");
     }
 
-    a->heartbeat_t = lc_new(&a->lc, LC_HEARTBEAT_MS, LC_HEARTBEAT_MS, -1);
-    a->heartbeat = add(a, a->heartbeat_t, on_heartbeat);
-    a->kick = add(a, a->kick_t = lc_new(&a->lc, LC_KICK_MS, 0, -1), on_kick);
-    lc_start_traffic(&a->lc);
+    lc_app_start(&a->app);
+    lc_start_traffic(&a->app.lc);
     arm(a); /* timers were added outside the loop: arm before it starts */
 
     /* Returns when nothing is left to wait for: the pipe closed and the
@@ -237,10 +164,10 @@ int main(int argc, char **argv)
         uv_close((uv_handle_t *)&a->pipe, NULL);
     uv_run(&a->loop, UV_RUN_DEFAULT); /* runs the close callbacks */
     if (uv_loop_close(&a->loop) != 0)
-        lc_error(&a->lc, "uv_loop_close: handles left open");
-    tw_destroy(a->wheel);
+        lc_error(&a->app.lc, "uv_loop_close: handles left open");
+    tw_destroy(a->app.wheel);
 
-    int rc = lc_finish(&a->lc, version);
+    int rc = lc_finish(&a->app.lc, version);
     free(a);
     return rc;
 }
