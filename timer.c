@@ -629,10 +629,10 @@ static uint64_t due_tick(const tw_wheel *w, const struct node *n)
 {
     /* a due queue holds ticks up to now, or while driving up to the call's
      * target (delay 0 on a clock-driven wheel, see due_of_call) */
-    uint64_t due, span = UINT64_C(1) << (32 + DUE_EPOCH_BITS);
-    uint64_t latest = w->driving ? w->drive_target : w->now;
+    uint64_t due, latest, span = UINT64_C(1) << (32 + DUE_EPOCH_BITS);
     if (!(n->list & DUE_FLAG))
         return w->now + (uint32_t)(n->expire - (uint32_t)w->now);
+    latest = w->driving ? w->drive_target : w->now;
     due = (latest & ~(span - 1)) |
           ((uint64_t)(n->list & DUE_EPOCH_MASK) << 32) | n->expire;
     return due > latest ? due - span : due;
