@@ -29,6 +29,11 @@
 #                       unless -Dtwheel:install=enabled
 #   subproject_cpp      a C++-only meson project uses <twheel/timer.hpp>
 #                       through dependency('twheel', fallback: 'twheel')
+#   dlopen              meson install; hosts built outside the tree with the
+#                       installed <twheel/timer.h> only (no -ltwheel) load the
+#                       installed libtwheel.so.1: examples/plugin_host.c as a
+#                       user copies it, and tests/embed/test_plugin.c (reload,
+#                       two copies side by side), under valgrind when present
 #
 # The pkg-config and CMake consumers (and the C++ subproject one) include a
 # project with its own header named timer.h, included as "timer.h" next to
@@ -46,7 +51,7 @@
 # shellcheck disable=SC2016
 set -uo pipefail
 
-usage="usage: package.sh pkgconfig|relocate|cmake|cmake_subdirectory|cmake_fetchcontent|cmake_install|subproject|subproject_cpp SOURCE_ROOT"
+usage="usage: package.sh pkgconfig|relocate|cmake|cmake_subdirectory|cmake_fetchcontent|cmake_install|subproject|subproject_cpp|dlopen SOURCE_ROOT"
 mode=${1:?$usage}
 src=$(cd "${2:?$usage}" && pwd) || exit 1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd) || exit 1
@@ -69,6 +74,7 @@ cmake_fetchcontent) need ninja cc c++ cmake tar sha256sum readelf ;;
 cmake_install) need meson ninja cc c++ cmake pkg-config readelf nm ;;
 subproject) need meson ninja cc readelf ;;
 subproject_cpp) need meson ninja cc c++ ;;
+dlopen) need meson ninja cc pkg-config readelf ;;
 *)
     echo "$usage"
     exit 2
@@ -557,6 +563,34 @@ EOF
         run "run-$exe.log" "$work/proj-build/$exe"
         cat "$work/run-$exe.log"
     done
+    ;;
+
+dlopen)
+    install_prefix
+    host=$work/host
+    mkdir -p "$host"
+    cp "$src/examples/plugin_host.c" "$src/tests/embed/test_plugin.c" "$host/"
+    warn=(-Wall -Wextra -Wpedantic -Werror)
+    run host-cc.log cc -std=c11 "${warn[@]}" -I"$prefix/include" \
+        "$host/plugin_host.c" -ldl -o "$host/plugin_host"
+    readelf -d "$host/plugin_host" | grep -q 'NEEDED.*libtwheel' &&
+        fail "plugin_host links libtwheel: a plugin host must reach it through dlopen only"
+    run host-run.log "$host/plugin_host" "$libdir/libtwheel.so.1"
+    cat "$work/host-run.log"
+    pkg-config --exists cmocka || { echo "SKIP: no cmocka for test_plugin"; exit 77; }
+    # shellcheck disable=SC2046
+    run plugin-cc.log cc -std=c11 "${warn[@]}" -I"$prefix/include" "$host/test_plugin.c" \
+        $(pkg-config --cflags --libs cmocka) -ldl -pthread -o "$host/test_plugin"
+    readelf -d "$host/test_plugin" | grep -q 'NEEDED.*libtwheel' &&
+        fail "test_plugin links libtwheel"
+    run plugin-run.log "$host/test_plugin" "$libdir/libtwheel.so.1"
+    grep -F 'PASSED' "$work/plugin-run.log"
+    if command -v valgrind >/dev/null; then
+        run plugin-valgrind.log valgrind --error-exitcode=1 --leak-check=full \
+            --errors-for-leak-kinds=definite,indirect --quiet \
+            "$host/test_plugin" "$libdir/libtwheel.so.1"
+        echo "dlopen: the installed library loads, reloads and runs two copies; valgrind clean"
+    fi
     ;;
 esac
 echo "package ($mode): ok"
