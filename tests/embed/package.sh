@@ -8,9 +8,10 @@
 #                       libraries, package files, share/doc/twheel); C and
 #                       C++ consumers built with `pkg-config --cflags --libs
 #                       twheel`, whose version must be timer.h's
-#   relocate            that prefix moved elsewhere: pkg-config and
-#                       find_package point into the moved tree, which names
-#                       its old place nowhere; the consumers build and run
+#   relocate            that prefix moved elsewhere: pkg-config (also with
+#                       --define-prefix) and find_package point into the
+#                       moved tree, which names its old place nowhere; the
+#                       consumers build and run
 #   cmake               meson install; find_package(twheel): the versions and
 #                       ranges the version file accepts and refuses, then
 #                       twheel::twheel and twheel::twheel_static
@@ -26,7 +27,8 @@
 #   subproject          a C-only meson project, subprojects/twheel ->
 #                       SOURCE_ROOT, dependency('twheel') (the override), no
 #                       C++ compiler; its install gets nothing of twheel
-#                       unless -Dtwheel:install=enabled
+#                       unless -Dtwheel:install=enabled, and then a
+#                       relocatable tree
 #   subproject_cpp      a C++-only meson project uses <twheel/timer.hpp>
 #                       through dependency('twheel', fallback: 'twheel')
 #   dlopen              meson install; hosts built outside the tree with the
@@ -236,6 +238,11 @@ check_tree() {
         [[ -e $libdir/$f ]] || fail "installed tree lacks ${libdir#"$p"/}/$f"
     done
     check_soname "$libdir/libtwheel.so.1"
+    # Relocatable however it was installed (a meson subproject too): the
+    # package files name their prefix nowhere.
+    grep -qF "$p" "$libdir/pkgconfig/twheel.pc" "$libdir"/cmake/twheel/*.cmake &&
+        fail "the installed package files name the prefix $p: the tree cannot move"
+    return 0
 }
 
 check_soname() { # LIB.so
@@ -426,6 +433,11 @@ relocate)
     if ! grep -qE -- "-I[^ ]+" <<<"$flags" || ! grep -qE -- "-L[^ ]+" <<<"$flags"; then
         fail "pkg-config gave no -I or no -L"
     fi
+    # --define-prefix replaces ${prefix} by a guess from the folder names
+    # (wrong for a multiarch libdir): the flags must not depend on it.
+    dflags=$(pkg-config --define-prefix --cflags --libs twheel) || fail "pkg-config --define-prefix"
+    [[ $dflags == "$flags" ]] ||
+        fail "pkg-config --define-prefix gives '$dflags', not '$flags'"
     unset PKG_CONFIG_PATH
     pkgconfig_consumers "$mlibdir/pkgconfig"
     find_package_consumer "$moved"
@@ -504,7 +516,9 @@ cmake_install)
         PKG_CONFIG_PATH=$1/$rel_libdir/pkgconfig pkg-config --modversion --cflags --libs --static twheel |
             sed "s|$1/|PREFIX/|g"
     }
-    diff <(pc_says "$prefix") <(pc_says "$cprefix") || fail "CMake's twheel.pc differs from meson's"
+    diff <(pc_says "$prefix") <(pc_says "$cprefix") || fail "CMake's twheel.pc says other than meson's"
+    diff "$prefix/$rel_libdir/pkgconfig/twheel.pc" "$cprefix/$rel_libdir/pkgconfig/twheel.pc" ||
+        fail "CMake's twheel.pc differs from meson's"
     pkgconfig_consumers "$cprefix/$rel_libdir/pkgconfig"
     find_package_consumer "$cprefix"
     ;;
