@@ -40,19 +40,18 @@
 #ifndef TW_TIMER_HPP
 #define TW_TIMER_HPP
 
-/* Said plainly rather than as the first template error: the facade needs
- * C++17 (std::optional, if constexpr) and exceptions (errors are
- * std::system_error). Without exceptions, use the C API of timer.h, which
- * C++ code can call directly. */
+/* Said plainly, and alone, rather than as the first of many template errors:
+ * the facade needs C++17 (std::optional, if constexpr) and exceptions (errors
+ * are std::system_error). Without exceptions, use the C API of timer.h, which
+ * C++ code can call directly. The rest of the file is skipped after an
+ * #error, so the message is the only one. */
 #if !defined(_MSVC_LANG) && __cplusplus < 201703L
 #error "twheel/timer.hpp needs C++17 or later (-std=c++17); the C API in twheel/timer.h works with any C++"
-#endif
-#if defined(_MSVC_LANG) && _MSVC_LANG < 201703L
+#elif defined(_MSVC_LANG) && _MSVC_LANG < 201703L
 #error "twheel/timer.hpp needs C++17 or later (/std:c++17); the C API in twheel/timer.h works with any C++"
-#endif
-#if !defined(__cpp_exceptions) && !defined(__EXCEPTIONS) && !defined(_CPPUNWIND)
+#elif !defined(__cpp_exceptions) && !defined(__EXCEPTIONS) && !defined(_CPPUNWIND)
 #error "twheel/timer.hpp reports errors as exceptions and cannot be built with -fno-exceptions; use the C API in twheel/timer.h"
-#endif
+#else
 
 #include "timer.h"
 
@@ -697,4 +696,5 @@ private:
 
 } // namespace twheel
 
+#endif /* C++17 with exceptions */
 #endif /* TW_TIMER_HPP */

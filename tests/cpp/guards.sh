@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The facade says what it needs before the first template error: C++17 and
-# exceptions (cpp/timer.hpp's #error lines). Compiles a one-line consumer in
-# each mode and checks the message.
+# The facade says what it needs, in one message and nothing after it: C++17
+# and exceptions (cpp/timer.hpp's #error lines). Compiles a one-line consumer
+# in each mode and checks the message.
 #   guards.sh INCLUDE_DIR CXX [CXX ARGS...]
 set -uo pipefail
 include=${1:?usage: guards.sh INCLUDE_DIR CXX...}
@@ -23,6 +23,10 @@ expect_error() { # $1: text the error must contain; the rest: flags
     elif ! grep -q -- "$text" "$work/log"; then
         echo "FAIL: $* did not say '$text':"
         head -5 "$work/log"
+        status=1
+    elif [[ $(grep -c 'error:' "$work/log") -ne 1 ]]; then
+        echo "FAIL: $*: more errors than the #error:"
+        grep 'error:' "$work/log" | head -5
         status=1
     else
         echo "ok: $* -> '$text'"
