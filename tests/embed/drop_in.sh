@@ -3,7 +3,8 @@
 # with gcc and clang, as C99 and C11, with -Wall -Wextra -Wpedantic -Werror;
 # a tiny C program and a C++ translation unit link the object and run; the
 # object defines no global name outside tw_. Also the embedder's knob: a
-# unity build (#include "timer.c" with TW_EXPORT defined as static inline), and the
+# unity build (#include "timer.c" with TW_EXPORT defined as static inline; also
+# after a system header, with -D_DEFAULT_SOURCE as the README says), and the
 # C++ facade copied next to timer.h and included as "timer.hpp". This is the
 # one route where the headers are spelled "timer.h" / "timer.hpp".
 #
@@ -151,6 +152,14 @@ int main(void)
 }
 EOF
 
+# The same after a system header: timer.c's feature macros then come too
+# late, and the README says to define _DEFAULT_SOURCE for the whole
+# translation unit instead (built below with -D_DEFAULT_SOURCE).
+{
+    echo '#include <stdio.h>'
+    cat unity.c
+} >unity_late.c
+
 # Global names the object may define: tw_* only.
 check_globals() {
     local bad
@@ -181,11 +190,12 @@ for cc in gcc clang; do
         step "$tag: build main.c" \
             "$cc" -std=$std "${warn[@]}" -O2 main.c "timer-$tag.o" -o "main-$tag" -pthread &&
             step "$tag: run main" "./main-$tag"
-        if [[ $std == c99 ]]; then
-            step "$tag: unity build" \
-                "$cc" -std=$std "${warn[@]}" -O2 unity.c -o "unity-$tag" -pthread &&
-                step "$tag: run unity" "./unity-$tag"
-        fi
+        step "$tag: unity build" \
+            "$cc" -std=$std "${warn[@]}" -O2 unity.c -o "unity-$tag" -pthread &&
+            step "$tag: run unity" "./unity-$tag"
+        step "$tag: unity build after a system header, -D_DEFAULT_SOURCE" \
+            "$cc" -std=$std "${warn[@]}" -D_DEFAULT_SOURCE -O2 unity_late.c -o "unity-late-$tag" -pthread &&
+            step "$tag: run unity (late)" "./unity-late-$tag"
         cxx=$(cxx_for "$cc")
         if [[ $std == c11 ]] && command -v "$cxx" >/dev/null; then
             for cxxstd in c++11 c++17; do
