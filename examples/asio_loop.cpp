@@ -29,7 +29,7 @@
  * waiting, no spinning while idle). Runs ~1.8 s, prints a summary, exits 1
  * on a failed check.
  *
- *   usage: asio_loop [--check]
+ *   usage: asio_loop [--check | --help]
  */
 #include <asio.hpp>
 
@@ -202,10 +202,9 @@ private:
 
 int main(int argc, char **argv)
 {
-    if (argc > 2 || (argc == 2 && std::strcmp(argv[1], "--check") != 0)) {
-        std::fprintf(stderr, "usage: asio_loop [--check]\n");
-        return 2;
-    }
+    const int status = lc_parse_args(argc, argv, "asio_loop");
+    if (status >= 0)
+        return status;
     auto lc = std::make_unique<loop_check>();
     if (lc_init(lc.get(), "asio_loop", nullptr) != 0)
         return 1;

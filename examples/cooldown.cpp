@@ -123,10 +123,12 @@ private:
 int main(int argc, char **argv)
 {
     if (argc > 1) {
-        const bool help = std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0;
-        std::printf("usage: cooldown\n"
-                    "  simulates skill cooldowns and heartbeats for 3000 players on\n"
-                    "  one wheel (10 ms ticks) and prints what fired; no options\n");
+        const bool help = argc == 2 && (std::strcmp(argv[1], "--help") == 0 ||
+                                        std::strcmp(argv[1], "-h") == 0);
+        std::fprintf(help ? stdout : stderr,
+                     "usage: cooldown\n"
+                     "  simulates skill cooldowns and heartbeats for 3000 players on\n"
+                     "  one wheel (10 ms ticks) and prints what fired; no options\n");
         return help ? 0 : 2;
     }
     twheel::config cfg;

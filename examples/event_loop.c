@@ -28,7 +28,7 @@
  * spinning while idle). Runs ~1.8 s, prints a summary, exits 1 on a
  * failed check.
  *
- *   usage: event_loop [--check]
+ *   usage: event_loop [--check | --help]
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -118,10 +118,9 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 2 || (argc == 2 && strcmp(argv[1], "--check") != 0)) {
-        fprintf(stderr, "usage: event_loop [--check]\n");
-        return 2;
-    }
+    const int status = lc_parse_args(argc, argv, "event_loop");
+    if (status >= 0)
+        return status;
     char version[64];
     snprintf(version, sizeof version, "libevent %s", event_get_version());
     struct app *a = calloc(1, sizeof *a);

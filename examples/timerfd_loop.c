@@ -28,7 +28,7 @@
  * spinning while idle). Runs ~1.8 s, prints a summary, exits 1 on a
  * failed check.
  *
- *   usage: timerfd_loop [--check]
+ *   usage: timerfd_loop [--check | --help]
  */
 #define _GNU_SOURCE /* epoll, timerfd: Linux only */
 
@@ -144,10 +144,9 @@ static int watch(struct app *a, int fd)
 
 int main(int argc, char **argv)
 {
-    if (argc > 2 || (argc == 2 && strcmp(argv[1], "--check") != 0)) {
-        fprintf(stderr, "usage: timerfd_loop [--check]\n");
-        return 2;
-    }
+    const int status = lc_parse_args(argc, argv, "timerfd_loop");
+    if (status >= 0)
+        return status;
     struct app *a = calloc(1, sizeof *a);
     if (!a || lc_init(&a->app.lc, "timerfd_loop", &a->app) != 0)
         return 1;

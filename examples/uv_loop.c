@@ -27,7 +27,7 @@
  * spinning while idle). Runs ~1.8 s, prints a summary, exits 1 on a
  * failed check.
  *
- *   usage: uv_loop [--check]
+ *   usage: uv_loop [--check | --help]
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -116,10 +116,9 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 
 int main(int argc, char **argv)
 {
-    if (argc > 2 || (argc == 2 && strcmp(argv[1], "--check") != 0)) {
-        fprintf(stderr, "usage: uv_loop [--check]\n");
-        return 2;
-    }
+    const int status = lc_parse_args(argc, argv, "uv_loop");
+    if (status >= 0)
+        return status;
     char version[64];
     snprintf(version, sizeof version, "libuv %s", uv_version_string());
     struct app *a = calloc(1, sizeof *a);
