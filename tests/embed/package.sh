@@ -28,7 +28,8 @@
 #                       SOURCE_ROOT, dependency('twheel') (the override), no
 #                       C++ compiler; its install gets nothing of twheel
 #                       unless -Dtwheel:install=enabled, and then a
-#                       relocatable tree
+#                       relocatable tree; no folder with a plain timer.h
+#                       on its include path
 #   subproject_cpp      a C++-only meson project uses <twheel/timer.hpp>
 #                       through dependency('twheel', fallback: 'twheel')
 #   dlopen              meson install; hosts built outside the tree with the
@@ -361,6 +362,42 @@ EOF
     return 0
 }
 
+# no_plain_timer_h BUILD_DIR: no folder on an include path of the
+# consumer's own compile commands (twheel's timer.c is not the consumer's)
+# holds a plain timer.h, but for the consumer's own app-include. Meson adds
+# the folder of a generated header to every target that uses it, so a
+# header copy made by a build target would put one there.
+no_plain_timer_h() {
+    local out
+    out=$(python3 - "$1" <<'PY'
+import json, os, shlex, sys
+build = sys.argv[1]
+folders = set()
+for entry in json.load(open(os.path.join(build, "compile_commands.json"))):
+    if "subprojects" in entry["file"]:
+        continue
+    args = entry.get("arguments") or shlex.split(entry["command"])
+    for i, arg in enumerate(args):
+        for flag in ("-isystem", "-iquote", "-idirafter", "-I"):
+            if arg == flag and i + 1 < len(args):
+                folders.add(args[i + 1])
+            elif arg.startswith(flag) and arg != flag:
+                folders.add(arg[len(flag):])
+            else:
+                continue
+            break
+if not folders:
+    print("no include folder in the consumer's compile commands")
+for folder in sorted(folders):
+    path = os.path.normpath(os.path.join(build, folder))
+    if not path.endswith("app-include") and os.path.exists(os.path.join(path, "timer.h")):
+        print("a folder holding a plain timer.h is on the consumer's include path: " + path)
+PY
+    ) || fail "no_plain_timer_h: python3 failed"
+    [[ -z $out ]] || fail "$out"
+    return 0
+}
+
 # find_package(twheel) with the version file's answers checked first.
 find_package_snippet() {
     local checks=() r
@@ -403,6 +440,12 @@ find_package_consumer() {
     grep -- '-- find_package(twheel' "$work/find-package-cmake.log"
     grep -- '-- found twheel' "$work/find-package-cmake.log" | grep -qF "in $1/" ||
         fail "find_package did not find twheel under $1"
+}
+
+# test_plugin is a CMocka program (the tests need CMocka anyway).
+[[ $mode == dlopen ]] && ! pkg-config --exists cmocka && {
+    echo "SKIP: no cmocka for test_plugin"
+    exit 77
 }
 
 case $mode in
@@ -541,7 +584,9 @@ EOF
     grep -q "Dependency twheel found: YES .*(overridden)" "$work/setup.log" ||
         fail "dependency('twheel') was not resolved by the subproject's override"
     grep -q 'C++ compiler' "$work/setup.log" && fail "the twheel subproject looked for a C++ compiler"
+    grep -iE 'warning|notice|deprecat' "$work/setup.log" && fail "the consumer's setup warned (above)"
     run compile.log meson compile -C "$work/proj-build"
+    no_plain_timer_h "$work/proj-build"
     run run.log "$work/proj-build/consumer"
     cat "$work/run.log"
     # The consumer's install holds its own program only...
@@ -572,7 +617,9 @@ executable('collision_cpp', 'collision.cpp', dependencies: twheel,
 EOF
     run setup.log meson setup "$work/proj-build" "$work/proj" --wrap-mode=forcefallback \
         --buildtype=debugoptimized -Db_sanitize=none
+    grep -iE 'warning|notice|deprecat' "$work/setup.log" && fail "the consumer's setup warned (above)"
     run compile.log meson compile -C "$work/proj-build"
+    no_plain_timer_h "$work/proj-build"
     for exe in consumer_cpp collision_cpp; do
         run "run-$exe.log" "$work/proj-build/$exe"
         cat "$work/run-$exe.log"
@@ -591,14 +638,13 @@ dlopen)
         fail "plugin_host links libtwheel: a plugin host must reach it through dlopen only"
     run host-run.log "$host/plugin_host" "$libdir/libtwheel.so.1"
     cat "$work/host-run.log"
-    pkg-config --exists cmocka || { echo "SKIP: no cmocka for test_plugin"; exit 77; }
     # shellcheck disable=SC2046
     run plugin-cc.log cc -std=c11 "${warn[@]}" -I"$prefix/include" "$host/test_plugin.c" \
         $(pkg-config --cflags --libs cmocka) -ldl -pthread -o "$host/test_plugin"
     readelf -d "$host/test_plugin" | grep -q 'NEEDED.*libtwheel' &&
         fail "test_plugin links libtwheel"
     run plugin-run.log "$host/test_plugin" "$libdir/libtwheel.so.1"
-    grep -F 'PASSED' "$work/plugin-run.log"
+    grep -F 'PASSED' "$work/plugin-run.log" || fail "test_plugin did not say PASSED"
     if command -v valgrind >/dev/null; then
         run plugin-valgrind.log valgrind --error-exitcode=1 --leak-check=full \
             --errors-for-leak-kinds=definite,indirect --quiet \
