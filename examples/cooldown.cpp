@@ -191,10 +191,31 @@ int main(int argc, char **argv)
         std::printf("  %zu timers pending, next one due in %lld ms\n", wheel.size(),
                     static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(*next).count()));
 
+    /* Every player that went silent was kicked by its heartbeat timer, and
+     * no cooldown still pending has longer to go than its skill lasts. */
+    int silent_online = 0, too_long = 0;
+    for (int id = 0; id < static_cast<int>(goes_silent_at.size()); ++id)
+        silent_online += srv.find(id) ? 1 : 0;
+    for (int id = 0; id < n_players; ++id) {
+        const player *p = srv.find(id);
+        for (std::size_t k = 0; p && k < skills.size(); ++k) {
+            const auto left = p->cooldown[k].remaining();
+            too_long += left && *left > wheel.tick() * wheel.ticks(skills[k].cooldown) ? 1 : 0;
+        }
+    }
+
     /* shutting down: every remaining handle cancels its timer */
     for (int id = 0; id < n_players; ++id)
         srv.leave(id);
     report.cancel();
     std::printf("everyone left: %zu timers pending\n", wheel.size());
-    return wheel.size() == 0 ? 0 : 1;
+    /* Each cooldown either ran out or was cut short by its player leaving:
+     * a cooldown timer that vanished without firing would break the sum. */
+    const bool ok = wheel.size() == 0 && silent_online == 0 && too_long == 0 &&
+                    s.casts == s.ready_again + s.cut_short;
+    if (!ok)
+        std::printf("FAILED: %d silent players never kicked; %d cooldowns longer than"
+                    " their skill; %ld casts, %ld + %ld ended\n",
+                    silent_online, too_long, s.casts, s.ready_again, s.cut_short);
+    return ok ? 0 : 1;
 }

@@ -79,6 +79,7 @@ struct cooldown {
 struct session {
     struct server *srv;
     tw_id heartbeat; /* periodic */
+    uint64_t first_beat, beats; /* its first due tick; how many ran */
     tw_id idle;      /* one-shot, rescheduled on every packet */
     struct cooldown skill[SKILLS];
 };
@@ -109,7 +110,7 @@ struct server {
     uint64_t fired, heartbeats, kicks, cooldowns_done;
     uint64_t packets_sent, packets_dropped, packets_read;
     uint64_t skills_used, skills_refused;
-    uint64_t late_sum_us, worst_late_us, early;
+    uint64_t late_sum_us, worst_late_us, early, beats_off;
     uint64_t turns, turns_io, peak_live;
 };
 
@@ -185,14 +186,28 @@ static void session_open(struct server *srv, struct session *s,
 {
     uint64_t slot = (uint64_t)(s - srv->sessions);
     uint64_t phase = slot * HEARTBEAT_MS / srv->nsessions; /* 0..49 */
-    uint64_t now = tw_now(srv->wheel);
+    /* The tick a delay counts from on this clock-driven wheel: the clock's,
+     * rounded up, which runs ahead of tw_now() while the logins (or a long
+     * loop turn) keep tw_expire() from running. Counted from start_us, read
+     * just before tw_create(), it is the wheel's own or a little later. */
+    uint64_t now = (tw_gettime() - srv->start_us + TICK_US - 1) / TICK_US;
+    if (now < tw_now(srv->wheel))
+        now = tw_now(srv->wheel);
     /* first beat on the next tick T > now with T % HEARTBEAT_MS == phase */
     uint64_t first = (phase + HEARTBEAT_MS - now % HEARTBEAT_MS) % HEARTBEAT_MS;
+    if (first == 0)
+        first = HEARTBEAT_MS;
 
     s->srv = srv;
-    s->heartbeat = tw_add_periodic(srv->wheel, first ? first : HEARTBEAT_MS,
-                                   HEARTBEAT_MS, on_heartbeat, s);
+    s->heartbeat = tw_add_periodic(srv->wheel, first, HEARTBEAT_MS, on_heartbeat, s);
     check_id(srv, s->heartbeat, "a heartbeat");
+    /* Where the wheel put it (count_beats checks the firings against it):
+     * never later than we asked, give or take the tick boundary the clock
+     * may cross between our reading and the wheel's. */
+    s->first_beat = tw_now(srv->wheel) + tw_remaining(srv->wheel, s->heartbeat);
+    s->beats = 0;
+    if (s->first_beat > now + first + 1)
+        srv->beats_off++;
     s->idle = tw_add(srv->wheel, idle_ms, on_idle, s);
     check_id(srv, s->idle, "an idle timer");
     for (int k = 0; k < SKILLS; k++) {
@@ -224,6 +239,7 @@ static void on_heartbeat(tw_wheel *w, tw_id id, void *data)
     (void)id;
     note_fired(s->srv);
     s->srv->heartbeats++; /* a real server would send a keepalive here */
+    s->beats++;
 }
 
 static void on_idle(tw_wheel *w, tw_id id, void *data)
@@ -461,6 +477,22 @@ static int run(struct server *srv)
     return 0;
 }
 
+/* After the last tw_expire() every heartbeat due up to tw_now() has run, and
+ * none later: a periodic timer runs once per interval from its first due
+ * tick, however late the loop was. A count that differs means a firing was
+ * lost or doubled. */
+static void count_beats(struct server *srv)
+{
+    uint64_t end = tw_now(srv->wheel);
+    for (uint32_t i = 0; i < srv->nsessions; i++) {
+        const struct session *s = &srv->sessions[i];
+        uint64_t due = end >= s->first_beat
+                           ? (end - s->first_beat) / HEARTBEAT_MS + 1 : 0;
+        if (s->beats != due)
+            srv->beats_off++;
+    }
+}
+
 static void summary(struct server *srv, uint32_t seconds)
 {
     struct tw_stats st;
@@ -493,6 +525,9 @@ static void summary(struct server *srv, uint32_t seconds)
     if (srv->early)
         printf("  ERROR: %" PRIu64 " callbacks ran before their due time\n",
                srv->early);
+    if (srv->beats_off)
+        printf("  ERROR: %" PRIu64 " heartbeats scheduled off their tick, or"
+               " run another number of times than were due\n", srv->beats_off);
     if (srv->errors)
         printf("  ERROR: %d library calls failed unexpectedly\n",
                srv->errors);
@@ -569,9 +604,11 @@ int main(int argc, char **argv)
            tw_version_string(), nsessions, seconds, HEARTBEAT_MS,
            IDLE_KICK_MS, SKILLS);
     int rc = srv.errors == 0 && run(&srv) == 0 ? 0 : 1;
+    if (rc == 0)
+        count_beats(&srv);
     if (srv.wheel)
         summary(&srv, seconds);
-    if (srv.errors || srv.early)
+    if (srv.errors || srv.early || srv.beats_off)
         rc = 1;
 
     /* tw_destroy() drops every pending timer without firing it. Our timers

@@ -78,7 +78,7 @@ static inline int lc_parse_args(int argc, char **argv, const char *name)
         return 0;
     }
     if (argc > 2 || (argc == 2 && strcmp(argv[1], "--check") != 0)) {
-        fprintf(stderr, "usage: %s [--check | --help]\n", name);
+        fprintf(stderr, "usage: %s [--check | --help | -h]\n", name);
         return 2;
     }
     return -1;

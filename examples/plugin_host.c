@@ -186,11 +186,12 @@ int main(int argc, char **argv)
     int failures;
 
     const int help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
-    if (help || argc > 2) {
-        fprintf(help ? stdout : stderr, "usage: plugin_host [PATH-TO-libtwheel.so]\n"
-               "  loads the library with dlopen (default: the one built beside\n"
-               "  this program), uses every function through tw_get_api(), and\n"
-               "  unloads it; prints ok or FAILED\n");
+    if (help || argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(help ? stdout : stderr,
+                "usage: plugin_host [PATH-TO-libtwheel.so]\n"
+                "  loads the library with dlopen (default: the one built beside\n"
+                "  this program), uses every function through tw_get_api(), and\n"
+                "  unloads it; prints ok or FAILED\n");
         return help ? 0 : 2;
     }
     if ((argc > 1 ? plugin_open(&p, argv[1]) : plugin_open_default(&p)) != 0)

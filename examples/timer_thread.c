@@ -20,7 +20,7 @@
  * server shares with other work, where locks that spin fall apart.
  *
  *   usage: timer_thread [--threads N] [--seconds S] [--rate R] [--max-delay MS]
- *                       [--lock adaptive|spin|mutex] [--hog K]
+ *                       [--lock adaptive|spin|mutex] [--hog K] [--strict]
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep() */
 
@@ -72,6 +72,7 @@ struct shared {
     uint64_t deadline_us; /* workers stop adding */
     uint32_t max_delay;  /* ms */
     uint32_t rate;       /* adds per second per worker, 0 = flat out */
+    int destroying;      /* set by main once every other thread is joined */
     /* timer thread only */
     uint64_t fired;
     uint64_t early;      /* callbacks that ran before their due tick: a bug */
@@ -90,6 +91,7 @@ struct job {
     uint8_t fired;     /* times the callback ran */
     uint8_t cancelled; /* times tw_cancel() returned 1 for it */
     uint8_t released;  /* times the release hook got it */
+    uint8_t dropped;   /* released by tw_destroy(), still pending then */
 };
 
 /* Jobs live in chunks that never move, because the timer thread holds
@@ -180,6 +182,7 @@ static void on_release(void *data)
 {
     struct job *job = data;
     job->released++;
+    job->dropped = (uint8_t)job->sh->destroying;
 }
 
 /* ---- workers ------------------------------------------------------------- */
@@ -283,7 +286,8 @@ static double percentile_ms(const struct shared *sh, double q)
 /* Every job must have had exactly one fate and have been released once.
  * "Unfired" jobs were still pending when the program stopped waiting and
  * were handed back, unfired, by tw_destroy: the driver was behind (adding
- * flat out can outrun it), not a loss. */
+ * flat out can outrun it), not a loss. A job handed back before that
+ * without firing or being cancelled is lost. */
 static void check_jobs(const struct worker *wk, uint64_t *ok_fired,
                        uint64_t *ok_cancelled, uint64_t *unfired,
                        uint64_t *lost, uint64_t *doubled)
@@ -294,7 +298,8 @@ static void check_jobs(const struct worker *wk, uint64_t *ok_fired,
             ++*ok_fired;
         else if (job->released == 1 && job->fired == 0 && job->cancelled == 1)
             ++*ok_cancelled;
-        else if (job->released == 1 && job->fired == 0 && job->cancelled == 0)
+        else if (job->released == 1 && job->fired == 0 && job->cancelled == 0 &&
+                 job->dropped)
             ++*unfired;
         else if (job->fired + job->cancelled == 0 || job->released == 0)
             ++*lost;
@@ -366,7 +371,10 @@ static void usage(FILE *f)
             "  --lock KIND     adaptive (the library's default), spin or"
             " mutex\n"
             "  --mutex         same as --lock mutex\n"
-            "  --hog K         K busy processes beside the run (default 0)\n");
+            "  --hog K         K busy processes beside the run (default 0)\n"
+            "  --strict        also fail if timers are still pending when the\n"
+            "                  program stops waiting (--max-delay + 2 s after\n"
+            "                  the workers stop): a timer that never came due\n");
 }
 
 static const char *lock_name(int kind)
@@ -381,6 +389,7 @@ int main(int argc, char **argv)
 {
     uint32_t nthreads = 4, seconds = 3, rate = 100000, max_delay = 500;
     uint32_t hog_count = 0;
+    int strict = 0;
     struct tw_config cfg;
     tw_config_init(&cfg);
     int lock_kind = cfg.lock;
@@ -397,6 +406,8 @@ int main(int argc, char **argv)
             bad = parse_u32(argv[++i], "--max-delay", 0, 3600000, &max_delay);
         else if (strcmp(argv[i], "--mutex") == 0)
             lock_kind = TW_LOCK_MUTEX;
+        else if (strcmp(argv[i], "--strict") == 0)
+            strict = 1;
         else if (strcmp(argv[i], "--hog") == 0)
             bad = parse_u32(argv[++i], "--hog", 0, 64, &hog_count);
         else if (strcmp(argv[i], "--lock") == 0) {
@@ -516,6 +527,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "timer_thread: tw_thread_stop: %s\n", tw_strerror(rc));
     tw_get_stats(sh->wheel, &st);
     /* Releases (never fires) anything still pending: "unfired" below. */
+    sh->destroying = 1;
     if (tw_destroy(sh->wheel) != 0 && rc == 0)
         rc = -EBUSY;
 
@@ -561,7 +573,8 @@ int main(int argc, char **argv)
     int failed = 0;
     if (lost || doubled || cancel_errors || sh->early ||
         ok_fired + ok_cancelled + unfired != adds || ok_fired != sh->fired ||
-        ok_cancelled != cancels || rc != 0 || started < nthreads)
+        ok_cancelled != cancels || rc != 0 || started < nthreads ||
+        (strict && unfired != 0))
         failed = 1;
     printf("  check      %" PRIu64 " fired once + %" PRIu64
            " cancelled once + %" PRIu64 " still pending at the drain deadline"
