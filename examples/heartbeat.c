@@ -181,18 +181,22 @@ static void on_cooldown(tw_wheel *w, tw_id id, void *data);
  * beat on one tick then sit next to each other in memory, and the callbacks
  * walk them with the cache's help instead of taking a miss per session. On a
  * big session table that halves the CPU time of the loop. */
+/* The tick a delay counts from on this clock-driven wheel: the clock's,
+ * rounded up, which runs ahead of tw_now() while the logins (or a long loop
+ * turn) keep tw_expire() from running. Counted from start_us, read just
+ * before tw_create(), it is the wheel's own or a little later. */
+static uint64_t clock_tick(struct server *srv)
+{
+    uint64_t tick = (tw_gettime() - srv->start_us + TICK_US - 1) / TICK_US;
+    return tick > tw_now(srv->wheel) ? tick : tw_now(srv->wheel);
+}
+
 static void session_open(struct server *srv, struct session *s,
                          uint32_t idle_ms)
 {
     uint64_t slot = (uint64_t)(s - srv->sessions);
     uint64_t phase = slot * HEARTBEAT_MS / srv->nsessions; /* 0..49 */
-    /* The tick a delay counts from on this clock-driven wheel: the clock's,
-     * rounded up, which runs ahead of tw_now() while the logins (or a long
-     * loop turn) keep tw_expire() from running. Counted from start_us, read
-     * just before tw_create(), it is the wheel's own or a little later. */
-    uint64_t now = (tw_gettime() - srv->start_us + TICK_US - 1) / TICK_US;
-    if (now < tw_now(srv->wheel))
-        now = tw_now(srv->wheel);
+    uint64_t now = clock_tick(srv);
     /* first beat on the next tick T > now with T % HEARTBEAT_MS == phase */
     uint64_t first = (phase + HEARTBEAT_MS - now % HEARTBEAT_MS) % HEARTBEAT_MS;
     if (first == 0)
@@ -202,11 +206,12 @@ static void session_open(struct server *srv, struct session *s,
     s->heartbeat = tw_add_periodic(srv->wheel, first, HEARTBEAT_MS, on_heartbeat, s);
     check_id(srv, s->heartbeat, "a heartbeat");
     /* Where the wheel put it (count_beats checks the firings against it):
-     * never later than we asked, give or take the tick boundary the clock
-     * may cross between our reading and the wheel's. */
+     * no later than `first` ticks from the clock read after the call, since
+     * the wheel read it in between (a thread preempted there sees the phase
+     * drift, not an error). */
     s->first_beat = tw_now(srv->wheel) + tw_remaining(srv->wheel, s->heartbeat);
     s->beats = 0;
-    if (s->first_beat > now + first + 1)
+    if (s->first_beat > clock_tick(srv) + first)
         srv->beats_off++;
     s->idle = tw_add(srv->wheel, idle_ms, on_idle, s);
     check_id(srv, s->idle, "an idle timer");
