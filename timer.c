@@ -1790,8 +1790,9 @@ static void teardown(tw_wheel *w)
 }
 
 /* The re-entrancy rules of tw_destroy (see timer.h): refused from the
- * driving thread and while another thread drives or runs a release hook;
- * from a release hook that tw_cancel runs, deferred to that tw_cancel. */
+ * driving thread and while another thread drives or runs a release hook
+ * (the timer thread excepted: it is stopped and joined); from a release
+ * hook that tw_cancel runs, deferred to that tw_cancel. */
 TW_EXPORT int tw_destroy(tw_wheel *w)
 {
     struct hook_frame *frame, *outermost = NULL;
@@ -1815,7 +1816,13 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
         unlock(w);
         return 0;
     }
-    refused = w->hooks || (w->driving && !w->timer_thread_driving);
+    /* The timer thread's own hooks are part of its drive, like its
+     * callbacks: tw_thread_stop below waits for them. Hooks of other
+     * threads' cancels, or another driver, are the caller's race. */
+    refused = w->driving && !w->timer_thread_driving;
+    for (frame = w->hooks; frame; frame = frame->next)
+        if (!w->timer_thread_driving || !pthread_equal(frame->thread, w->driver))
+            refused = 1;
     unlock(w);
     if (refused)
         return -EBUSY; /* nothing touched, the timer thread still runs */

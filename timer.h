@@ -223,7 +223,8 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config);
  * Returns -EBUSY and touches nothing (the timer thread keeps running) when
  * called from a callback or from a release hook run by the driver or by
  * tw_destroy, while another thread drives the wheel with tw_advance() or
- * tw_expire(), or while another thread runs one of its release hooks.
+ * tw_expire(), or while another thread runs one of its release hooks (but
+ * the timer thread: its hooks, like its callbacks, finish before the join).
  * From a release hook that tw_cancel() runs on this thread (outside any
  * callback) it returns 0 and the destroy is deferred: that tw_cancel()
  * finishes it as soon as the hook returns. See "re-entrancy" above.

@@ -4,7 +4,8 @@
  * thread, never early; stop joins (a running callback finishes first, none
  * runs afterwards), is idempotent and safe from several threads at once;
  * from inside a callback stop gives -EDEADLK and destroy -EBUSY; start twice
- * gives -EBUSY; start after stop works; tw_destroy stops a running thread.
+ * gives -EBUSY; start after stop works; tw_destroy stops a running thread,
+ * also while it runs a release hook.
  */
 #include "thr.h"
 
@@ -477,6 +478,54 @@ static void test_destroy_running(void **state)
     assert_int_equal(atomic_load(&released), 23);
 }
 
+/* ---- destroy while the timer thread runs a release hook ------------------
+ * The timer thread hands a fired one-shot's user data back with the lock
+ * released, like a callback; tw_destroy must wait for it as it waits for a
+ * callback (regression: it answered -EBUSY and left the thread running, and
+ * the C++ facade then leaked the wheel with the thread still firing). */
+
+static atomic_int hook_entered, destroy_called;
+
+static void slow_release(void *data)
+{
+    (void)data;
+    if (atomic_exchange(&hook_entered, 1) == 0) {
+        /* stay inside until the test is in tw_destroy, and a little more */
+        thr_wait_int(&destroy_called, 1);
+        thr_sleep_us(20000);
+    }
+    atomic_fetch_add(&released, 1);
+}
+
+static void test_destroy_during_release(void **state)
+{
+    int kind = thr_lock_of(state);
+    tw_wheel *w;
+    int r;
+
+    reset();
+    atomic_store(&hook_entered, 0);
+    atomic_store(&destroy_called, 0);
+    w = thr_wheel(kind, 100, NULL, NULL);
+    assert_non_null(w);
+    assert_true(tw_add_ex(w, 0, 0, count_cb, slow_release, NULL) != 0);
+    assert_true(tw_add_ex(w, 1000000, 0, count_cb, count_release, NULL) != 0);
+    assert_int_equal(tw_thread_start(w, 100), 0);
+    assert_true(thr_wait_int(&hook_entered, 1));
+    atomic_store(&destroy_called, 1);
+    thr_forget(w);
+    r = tw_destroy(w);
+    if (r != 0) {
+        /* refused: the wheel is still there; stop it before failing */
+        tw_thread_stop(w);
+        tw_destroy(w);
+        fail_msg("tw_destroy during the timer thread's release hook: %d", r);
+    }
+    assert_int_equal(atomic_load(&fired), 1);
+    assert_int_equal(atomic_load(&released), 2);
+    expect_one_timer_thread();
+}
+
 /* ---- concurrent stoppers and a competing driver -------------------------- */
 
 static tw_wheel *shared_wheel;
@@ -595,6 +644,9 @@ int main(void)
         T_SPIN(test_destroy_running),
         T_ADAPTIVE(test_destroy_running),
         T_MUTEX(test_destroy_running),
+        T_SPIN(test_destroy_during_release),
+        T_ADAPTIVE(test_destroy_during_release),
+        T_MUTEX(test_destroy_during_release),
         T_SPIN(test_concurrent_stop),
         T_ADAPTIVE(test_concurrent_stop),
         T_MUTEX(test_concurrent_stop),
