@@ -194,11 +194,12 @@ int main(int argc, char **argv)
     /* Every player that went silent was kicked by its heartbeat timer, and
      * no cooldown still pending has longer to go than its skill lasts. */
     int silent_online = 0, too_long = 0;
-    for (int id = 0; id < static_cast<int>(goes_silent_at.size()); ++id)
-        silent_online += srv.find(id) ? 1 : 0;
     for (int id = 0; id < n_players; ++id) {
         const player *p = srv.find(id);
-        for (std::size_t k = 0; p && k < skills.size(); ++k) {
+        if (!p)
+            continue;
+        silent_online += id < static_cast<int>(goes_silent_at.size()) ? 1 : 0;
+        for (std::size_t k = 0; k < skills.size(); ++k) {
             const auto left = p->cooldown[k].remaining();
             too_long += left && *left > wheel.tick() * wheel.ticks(skills[k].cooldown) ? 1 : 0;
         }

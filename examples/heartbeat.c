@@ -172,15 +172,6 @@ static void on_heartbeat(tw_wheel *w, tw_id id, void *data);
 static void on_idle(tw_wheel *w, tw_id id, void *data);
 static void on_cooldown(tw_wheel *w, tw_id id, void *data);
 
-/* A client connects into slot s: its heartbeat starts and its idle timer
- * starts counting.
- *
- * Heartbeats are spread over the 50 ms period (100 000 sessions beating on
- * the same tick would make every 50th millisecond a spike), and the phase
- * comes from the slot number rather than from chance: the ~2000 sessions that
- * beat on one tick then sit next to each other in memory, and the callbacks
- * walk them with the cache's help instead of taking a miss per session. On a
- * big session table that halves the CPU time of the loop. */
 /* The tick a delay counts from on this clock-driven wheel: the clock's,
  * rounded up, which runs ahead of tw_now() while the logins (or a long loop
  * turn) keep tw_expire() from running. Counted from start_us, read just
@@ -191,6 +182,15 @@ static uint64_t clock_tick(struct server *srv)
     return tick > tw_now(srv->wheel) ? tick : tw_now(srv->wheel);
 }
 
+/* A client connects into slot s: its heartbeat starts and its idle timer
+ * starts counting.
+ *
+ * Heartbeats are spread over the 50 ms period (100 000 sessions beating on
+ * the same tick would make every 50th millisecond a spike), and the phase
+ * comes from the slot number rather than from chance: the ~2000 sessions that
+ * beat on one tick then sit next to each other in memory, and the callbacks
+ * walk them with the cache's help instead of taking a miss per session. On a
+ * big session table that halves the CPU time of the loop. */
 static void session_open(struct server *srv, struct session *s,
                          uint32_t idle_ms)
 {
