@@ -1006,6 +1006,54 @@ static HOT_INLINE uint64_t call_clock(const tw_wheel *w)
     return read_clock(w);
 }
 
+/* The clock read lower than the wheel's last reading (seen by tw_expire,
+ * or first by an add or reschedule): the wheel's ticks move back by the
+ * step, so tick `now` keeps the part of it already gone (a clock that
+ * jitters back by a microsecond costs that microsecond, not the tick, and
+ * cannot stall the wheel), a tw_advance lead is kept (timers it has not
+ * reached do not become due early), and every pending timer keeps the
+ * time it had left. The wheel's time never goes back. Lock held. */
+static void rebase(tw_wheel *w, uint64_t clock)
+{
+    /* where tick `now` starts, relative to the last reading, in µs:
+     * ahead_us - behind_us (saturating; the lead can be any tw_advance) */
+    uint64_t ahead_us = w->now - w->base_tick, behind_us = 0;
+    ahead_us = ahead_us > UINT64_MAX / w->tick_us ? UINT64_MAX : ahead_us * w->tick_us;
+    if (w->last_clock_us >= w->base_us)
+        behind_us = w->last_clock_us - w->base_us;
+    else if (ahead_us <= UINT64_MAX - (w->base_us - w->last_clock_us))
+        ahead_us += w->base_us - w->last_clock_us;
+    else
+        ahead_us = UINT64_MAX;
+    if (ahead_us >= behind_us)
+        w->base_us = ahead_us - behind_us > UINT64_MAX - clock
+                         ? UINT64_MAX
+                         : clock + (ahead_us - behind_us);
+    else
+        w->base_us = behind_us - ahead_us > clock ? 0 : clock - (behind_us - ahead_us);
+    w->base_tick = w->now;
+    w->last_clock_us = clock;
+    w->rebases++;
+}
+
+/* A reading below the wheel's last one, lock held. Either it was taken
+ * before the lock while another thread's newer reading got in first (the
+ * call is still in progress, so reading again now is as good a moment of
+ * it), or the clock stepped back. A reading taken under the lock tells
+ * them apart: on a clock that only moves forward it cannot lie below the
+ * last one. A step back re-bases at once, so the delay of the call that
+ * saw it counts from the clock as it now reads, and the step cannot make
+ * that timer early when a later tw_expire sees the same clock. */
+static uint64_t settle_reading(tw_wheel *w, uint64_t clock)
+{
+    if (clock >= w->last_clock_us)
+        return clock;
+    clock = read_clock(w);
+    if (clock < w->last_clock_us)
+        rebase(w, clock);
+    return clock;
+}
+
 /* The tick `clock` falls in by the wheel's reference point, or the next
  * tick boundary when round_up and it falls inside a tick; never before
  * now. Lock held. */
@@ -1039,11 +1087,12 @@ static uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
          * point here: tick `now` then starts no earlier than this call,
          * and a first tw_expire cannot find the timer due early. */
         if (clock > w->base_us) {
-            w->base_us = clock;
+            w->base_us = w->last_clock_us = clock;
             w->base_tick = w->now;
         }
         return w->now + delay;
     }
+    clock = settle_reading(w, clock);
     start = clock_tick(w, clock, delay != 0);
     if (delay == 0 && w->driving && start > w->drive_target)
         start = w->drive_target; /* on the due queue: see schedule_call */
@@ -1965,7 +2014,9 @@ TW_EXPORT uint64_t tw_remaining(tw_wheel *w, tw_id id)
         return TW_NEVER;
     lock(w);
     n = node_of(w, id, &index);
-    if (n && n->state == NODE_LINKED) {
+    if (n && n->state == NODE_LINKED && (n->list & DUE_FLAG)) {
+        result = 0; /* the next call runs it, whatever its due tick */
+    } else if (n && n->state == NODE_LINKED) {
         uint64_t due = due_tick(w, n);
         result = due > w->now ? due - w->now : 0;
     } else if (n && n->state == NODE_DETACHED && n->interval) {
@@ -1985,62 +2036,39 @@ TW_EXPORT uint64_t tw_gettime(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* The clock read lower than last time: restart the reference point at this
- * reading, keeping where the wheel stood against the clock. That is the
- * part of the current tick already gone (so a clock that jitters back by a
- * microsecond now and then costs that microsecond, not the tick, and
- * cannot stall the wheel), or the lead a tw_advance gave it (the timers it
- * has not reached do not become due early). Lock held. */
-static void rebase(tw_wheel *w, uint64_t clock)
-{
-    /* where tick `now` starts, relative to the last reading, in µs:
-     * ahead_us - behind_us (saturating; the lead can be any tw_advance) */
-    uint64_t ahead_us = w->now - w->base_tick, behind_us = 0;
-    ahead_us = ahead_us > UINT64_MAX / w->tick_us ? UINT64_MAX : ahead_us * w->tick_us;
-    if (w->last_clock_us >= w->base_us)
-        behind_us = w->last_clock_us - w->base_us;
-    else if (ahead_us <= UINT64_MAX - (w->base_us - w->last_clock_us))
-        ahead_us += w->base_us - w->last_clock_us;
-    else
-        ahead_us = UINT64_MAX;
-    if (ahead_us >= behind_us)
-        w->base_us = ahead_us - behind_us > UINT64_MAX - clock
-                         ? UINT64_MAX
-                         : clock + (ahead_us - behind_us);
-    else
-        w->base_us = behind_us - ahead_us > clock ? 0 : clock - (behind_us - ahead_us);
-    w->base_tick = w->now;
-    w->last_clock_us = clock;
-    w->rebases++;
-}
-
 static int64_t expire(tw_wheel *w, int timer_thread)
 {
-    uint64_t clock, elapsed, target;
+    uint64_t clock, elapsed, target, rebases;
     /* Claim the driver role first, then read the clock unlocked (a clock_fn
      * may be slow): a reading taken before another driver's newer one would
-     * look like the clock going backwards. */
+     * look like the clock going backwards. An add that re-based meanwhile
+     * (it saw the clock step back) may hold a reading newer than ours: ours
+     * could then be from before the step, so read again, after it. */
     if (begin_drive(w))
         return -EBUSY;
     w->driving = 1;
     w->drive_target = w->now;
     w->timer_thread_driving = timer_thread;
     w->driver = pthread_self();
+    rebases = w->rebases;
     unlock(w);
     clock = read_clock(w);
     acquire(w, 1);
+    if (w->rebases != rebases)
+        clock = read_clock(w);
     if (spin_load(&w->drive) == TW_DRIVE_AUTO)
         spin_store(&w->drive, (unsigned)TW_DRIVE_CLOCK);
     w->ticks_only = 0;
-    if (clock < w->last_clock_us) {
+    rebases = w->rebases;
+    clock = settle_reading(w, clock);
+    if (w->rebases != rebases) {
         /* No tick passes, but timers already due run, as delay 0 promises
          * for every call. */
-        rebase(w, clock);
         return drive(w, w->now);
     }
     w->last_clock_us = clock;
-    /* A reference point ahead of the clock (an add before the first drive
-     * read a later time; a re-base kept tw_advance's lead): no tick yet. */
+    /* A reference point ahead of the clock (a re-base kept tw_advance's
+     * lead): no tick yet. */
     elapsed = clock > w->base_us ? (clock - w->base_us) / w->tick_us : 0;
     if (elapsed > TW_MAX_TICK - w->base_tick) {
         /* the one call that runs nothing, not even timers already due */

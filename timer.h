@@ -81,8 +81,12 @@ typedef void tw_release(void *user_data);
 
 /* A monotonic clock in microseconds, for tw_expire(), tw_timeout_ms() and,
  * unless the wheel is TW_DRIVE_TICKS, every add and reschedule: it is called
- * from every thread that makes those calls, without the wheel's lock, so it
- * must be thread-safe. */
+ * from every thread that makes those calls, so it must be thread-safe. It
+ * is called without the wheel's lock, except to read again a reading that
+ * came out below the wheel's last one (to tell a step back from a reading
+ * another thread overtook): it must not call into the wheel. A clock that
+ * steps back is allowed: the first call that sees it re-bases the wheel
+ * (tw_expire()). */
 typedef uint64_t tw_clock_fn(void *context);
 
 /* realloc-style allocator: (NULL, n) allocates, (p, n) resizes, (p, 0) frees
@@ -244,7 +248,9 @@ TW_EXPORT int tw_destroy(tw_wheel *wheel);
  *    ticks of the clock have passed since the call, whatever the caller's
  *    loop order and from any thread, and runs at the first tw_expire() that
  *    reads the clock at or past the end of its tick: at most one tick after
- *    `delay` has passed, plus the time until that tw_expire() call.
+ *    `delay` has passed, plus the time until that tw_expire() call. A
+ *    reading below the wheel's last one (the clock stepped back) re-bases
+ *    the wheel first (see tw_expire()), so this holds after a step too.
  *  - AUTO and not driven yet: tw_now(), exact in ticks; the wheel's clock
  *    then restarts at this call (tick tw_now() begins here), so if the
  *    first driving call is tw_expire(), timers added before it are not
@@ -322,9 +328,14 @@ TW_EXPORT uint64_t tw_gettime(void);
 
 /* Reads the wheel's clock, turns the time elapsed since the wheel's reference
  * point into whole ticks (the remainder carries over: no drift), advances to
- * that tick and runs every due callback. A clock that went backwards re-bases
- * the reference point at the current tick: no tick passes, and only timers
- * already due (delay 0) run. Returns the number of callbacks run, -EINVAL
+ * that tick and runs every due callback. A clock that reads lower than the
+ * wheel's last reading re-bases the wheel (or was already seen by an add or
+ * reschedule, which re-based it): the wheel's ticks move back by the step,
+ * tw_now() does not, the current tick keeps the part of it already gone and
+ * every pending timer the time it had left; that call lets no tick pass,
+ * and only timers already due (delay 0) run. A timer armed after the step
+ * counts from its call's reading: never early by a clock that only moved
+ * forward since. Returns the number of callbacks run, -EINVAL
  * for NULL, -EBUSY when the wheel is already being driven (from a callback,
  * or by another thread), -ERANGE past TW_MAX_TICK (then nothing runs, not
  * even timers already due: the one exception to delay 0's promise). Call

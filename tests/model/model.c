@@ -188,6 +188,22 @@ struct model *model_create(const struct model_config *config)
     return m;
 }
 
+/* The clock read lower than the last reading (by an expire, or first by an
+ * add or reschedule): re-base at this reading, keeping where tick `now`
+ * starts against the clock: tick now began (now - base_tick) ticks after
+ * base_us, which was (last_us - base_us) before the last reading. */
+static void model_rebase(struct model *m, uint64_t us)
+{
+    __extension__ typedef __int128 wide;
+    wide start = (wide)(m->now - m->base_tick) * m->config.tick_us -
+                 ((wide)m->last_us - (wide)m->base_us) + (wide)us;
+    m->base_us = start < 0 ? 0 : start > (wide)UINT64_MAX ? UINT64_MAX
+                                                           : (uint64_t)start;
+    m->base_tick = m->now;
+    m->last_us = us;
+    m->stats.rebases++;
+}
+
 /* The tick a delay counts from, for an add or reschedule now (see model.h);
  * TW_NEVER when the due tick would be out of range. */
 static uint64_t delay_start(struct model *m, uint64_t delay)
@@ -197,12 +213,14 @@ static uint64_t delay_start(struct model *m, uint64_t delay)
     uint64_t us = m->config.clock_fn(m->config.clock_context);
     if (m->drive == TW_DRIVE_AUTO) {
         if (us > m->base_us) {
-            m->base_us = us;
+            m->base_us = m->last_us = us;
             m->base_tick = m->now;
         }
         return m->now;
     }
     uint64_t start = m->now;
+    if (us < m->last_us)
+        model_rebase(m, us); /* the clock stepped back: seen here first */
     if (us > m->base_us) {
         uint64_t tick = m->config.tick_us;
         /* rounded up, but delay 0 is due in the tick the clock is in */
@@ -344,6 +362,8 @@ uint64_t model_remaining(struct model *m, uint64_t id)
     struct mtimer *t = find(m, id);
     if (!t)
         return TW_NEVER;
+    if (t->state == DEFERRED)
+        return 0; /* runs at the next call, whatever its due tick */
     uint64_t due = t->state == RUNNING ? t->due + t->interval : t->due;
     return due <= m->now ? 0 : due - m->now;
 }
@@ -452,17 +472,7 @@ int64_t model_expire(struct model *m)
         m->drive = TW_DRIVE_CLOCK;
     m->ticks_only = 0;
     if (us < m->last_us) {
-        /* re-base at this reading, keeping where tick `now` starts against
-           the clock: tick now began (now - base_tick) ticks after base_us,
-           which was (last_us - base_us) before the last reading */
-        __extension__ typedef __int128 wide;
-        wide start = (wide)(m->now - m->base_tick) * m->config.tick_us -
-                     ((wide)m->last_us - (wide)m->base_us) + (wide)us;
-        m->base_us = start < 0 ? 0 : start > (wide)UINT64_MAX ? UINT64_MAX
-                                                               : (uint64_t)start;
-        m->base_tick = m->now;
-        m->last_us = us;
-        m->stats.rebases++;
+        model_rebase(m, us);
         return model_advance(m, 0); /* no tick passes; due timers run */
     }
     m->last_us = us;

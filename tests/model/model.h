@@ -9,30 +9,9 @@
  * public constants.
  *
  * The API mirrors twheel's (model_add <-> tw_add, ...) with the same return
- * values and errno codes, following timer.h and notes/SEMANTICS.md:
- *  - a call to model_advance/model_expire first runs, FIFO, the timers that
- *    were already due when it started, with the clock left at the call's
- *    starting tick; then it walks forward and runs each timer at its due tick,
- *    by (due tick, insertion sequence);
- *  - add, reschedule and a periodic timer's re-arm are insertions (they take
- *    a new sequence number); an add or reschedule made during a call whose
- *    due tick is not after the current tick (delay 0) waits for the next
- *    call; a periodic re-arm that is still not after the current tick (the
- *    timer is catching up) runs in the same call, after those already due;
- *  - where a delay d counts from (timer.h, tw_add): on a tick-driven
- *    wheel from now; on a clock-driven one from the first tick boundary at
- *    or after the clock reading of the call (never before now), so the
- *    timer is due no earlier than d whole ticks of the clock after the
- *    call; for d = 0, from the tick that reading falls in; an AUTO wheel not driven yet counts from now and moves its
- *    clock's reference point to the call. A due tick more than
- *    TW_MAX_DELAY past now is -ERANGE, unless the wheel is empty and not
- *    driving: then now first moves up to the clock;
- *  - a one-shot's id dies when its callback starts; its release hook runs
- *    right after the callback; a periodic timer re-arms at due + interval
- *    after its callback returns, unless the callback rescheduled or
- *    cancelled it (then its release runs right after the callback); while
- *    that callback runs, model_remaining() and model_next_expiry() count
- *    with that next firing.
+ * values and errno codes. The rules it implements (order, where a delay
+ * counts from, what a clock that steps back does, lifetime) are written
+ * out in SEMANTICS.md, next to this file.
  */
 #ifndef TWHEEL_TEST_MODEL_H
 #define TWHEEL_TEST_MODEL_H

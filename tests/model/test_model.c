@@ -2,8 +2,12 @@
  * Differential model test: random operation programs run on twheel and on
  * the reference in model.c, side by side (see interp.h for what is compared).
  *
+ * Seeds: without TWHEEL_SEED a run uses the fixed seed 1 and one fresh
+ * seed, drawn from the system and printed before anything runs, so every
+ * run tries programs no run tried before and a failure can be replayed.
+ *
  * Environment:
- *   TWHEEL_SEED    master seed (default 1; the failing seed is printed)
+ *   TWHEEL_SEED    run this master seed only (the failing seed is printed)
  *   TWHEEL_OPS     operations in total over all scenarios (default below)
  *   TWHEEL_REPLAY  a program in the text form printed on failure
  *                  ("cfg ...;ADD 0:5 0:0 7 0;..."): runs only that program
@@ -15,6 +19,7 @@
  * where the two sides part, then a shortened program that still fails, in
  * the TWHEEL_REPLAY form.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +27,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -92,9 +100,50 @@ static size_t program_length(uint64_t x, enum scenario sc)
     }
 }
 
+/* The master seeds of this run (see the top of the file). */
+static uint64_t seeds[2];
+static size_t seed_count;
+
+static uint64_t fresh_seed(void)
+{
+    uint64_t seed = 0;
+    FILE *random = fopen("/dev/urandom", "rb");
+    if (random) {
+        if (fread(&seed, sizeof seed, 1, random) != 1)
+            seed = 0;
+        fclose(random);
+    }
+    if (seed == 0) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        seed = (uint64_t)now.tv_sec * 1000000007u ^ (uint64_t)now.tv_nsec ^
+               (uint64_t)getpid() << 32;
+    }
+    return seed % 1000000000000u + 2; /* short to type; never the fixed 1 */
+}
+
+static void choose_seeds(void)
+{
+    if (getenv("TWHEEL_SEED") && *getenv("TWHEEL_SEED")) {
+        seeds[0] = env_u64("TWHEEL_SEED", 1);
+        seed_count = 1;
+        return;
+    }
+    seeds[0] = 1;
+    seeds[1] = fresh_seed();
+    seed_count = 2;
+}
+
+static void run_seed(enum scenario sc, uint64_t budget, uint64_t seed);
+
 static void run_scenario(enum scenario sc, uint64_t budget)
 {
-    uint64_t seed = env_u64("TWHEEL_SEED", 1);
+    for (size_t i = 0; i < seed_count; i++)
+        run_seed(sc, budget, seeds[i]);
+}
+
+static void run_seed(enum scenario sc, uint64_t budget, uint64_t seed)
+{
     struct failure *f = malloc(sizeof *f);
     assert_non_null(f);
     struct program p;
@@ -114,7 +163,9 @@ static void run_scenario(enum scenario sc, uint64_t budget)
             report(&p, f, where);
             program_free(&p);
             free(f);
-            fail_msg("twheel disagrees with the model, TWHEEL_SEED=%" PRIu64, seed);
+            fail_msg("twheel disagrees with the model; replay the seed with "
+                     "TWHEEL_SEED=%" PRIu64 " build/tests/model/test_model, or "
+                     "the program with the TWHEEL_REPLAY line above", seed);
         }
         done += len;
         programs++;
@@ -205,6 +256,45 @@ static void test_text_roundtrip(void **state)
     program_free(&b);
 }
 
+/* Every program in regressions.txt (one "name: program" per line) agrees:
+ * each once made the two sides disagree. */
+static void test_regressions(void **state)
+{
+    (void)state;
+    FILE *file = fopen(TWHEEL_REGRESSIONS, "r");
+    if (!file)
+        fail_msg("cannot open %s", TWHEEL_REGRESSIONS);
+    static char line[65536];
+    size_t ran = 0, failed = 0;
+    while (fgets(line, sizeof line, file)) {
+        char *colon = strstr(line, ": cfg ");
+        if (line[0] == '#' || !colon)
+            continue;
+        *colon = 0;
+        struct program p;
+        if (program_parse(&p, colon + 2) != 0) {
+            program_free(&p);
+            fclose(file);
+            fail_msg("regression %s does not parse", line);
+        }
+        struct failure *f = malloc(sizeof *f);
+        assert_non_null(f);
+        if (interp_run(&p, f)) {
+            char where[512];
+            snprintf(where, sizeof where, "FAILED: regression %.400s", line);
+            report(&p, f, where);
+            failed++;
+        }
+        ran++;
+        free(f);
+        program_free(&p);
+    }
+    fclose(file);
+    printf("[ model    ] %zu regression programs, %zu disagree\n", ran, failed);
+    assert_true(ran > 0);
+    assert_int_equal(failed, 0);
+}
+
 static void test_replay(void **state)
 {
     (void)state;
@@ -234,10 +324,14 @@ int main(void)
         const struct CMUnitTest replay[] = {cmocka_unit_test(test_replay)};
         return cmocka_run_group_tests(replay, NULL, NULL);
     }
-    printf("[ model    ] TWHEEL_SEED=%" PRIu64 " TWHEEL_OPS=%" PRIu64 "\n",
-           env_u64("TWHEEL_SEED", 1), total_ops());
+    choose_seeds();
+    for (size_t i = 0; i < seed_count; i++)
+        printf("[ model    ] seed %" PRIu64 ", TWHEEL_OPS=%" PRIu64
+               " per seed; alone: TWHEEL_SEED=%" PRIu64 " %s\n",
+               seeds[i], total_ops(), seeds[i], "build/tests/model/test_model");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_roundtrip),
+        cmocka_unit_test(test_regressions),
         cmocka_unit_test(test_wrap),
         cmocka_unit_test(test_levels),
         cmocka_unit_test(test_maxdelay),

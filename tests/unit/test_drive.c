@@ -305,6 +305,140 @@ static void test_timeout_after_backwards_step(void **state)
     CHECK(w);
 }
 
+/* The clock steps back between two calls: the first call that reads it
+ * (here an add, before any tw_expire) re-bases, so its delay counts from
+ * its own reading. tw_expire 999 µs into tick 10, back to 5 000 µs, then
+ * tw_add(1) and tw_expire every µs: the old code counted the delay from
+ * tick 10 in the old timeline, and once the next tw_expire re-based, the
+ * timer fired at 5 001 µs, 999 µs early. */
+static void test_step_back_before_add(void **state)
+{
+    (void)state;
+    clk.us = 0;
+    tw_wheel *w = clock_wheel(TW_DRIVE_CLOCK);
+    assert_int_equal(expire_at(w, 10 * MS + 999), 0);
+    clk.us = 5 * MS;
+    assert_int_not_equal(tw_add(w, 1, clock_cb, TAG(1)), 0);
+    assert_int_equal(get_stats(w).rebases, 1); /* seen by the add */
+    assert_int_equal(tw_now(w), 10);           /* time never goes back */
+    while (rec.n == 0 && clk.us < 9 * MS)
+        assert_true(expire_at(w, clk.us + 1) >= 0);
+    ASSERT_NFIRES(1);
+    assert_true(fired_at[0] >= 5 * MS + MS);     /* never early */
+    assert_true(fired_at[0] <= 5 * MS + 2 * MS); /* at most a tick late */
+    CHECK(w);
+}
+
+/* The same for a reschedule, and for a timer armed before the step: it
+ * keeps the time it had left (the wheel's ticks move back with the clock). */
+static void test_step_back_before_reschedule(void **state)
+{
+    (void)state;
+    clk.us = 0;
+    tw_wheel *w = clock_wheel(TW_DRIVE_CLOCK);
+    tw_id moved = tw_add(w, 50, clock_cb, TAG(1));
+    assert_int_not_equal(tw_add(w, 8, clock_cb, TAG(2)), 0); /* due at 8 ms */
+    assert_int_equal(expire_at(w, 3 * MS + 400), 0);
+    clk.us = 2 * MS + 100; /* 1 300 µs back */
+    assert_int_equal(tw_reschedule(w, moved, 2), 1);
+    assert_int_equal(get_stats(w).rebases, 1);
+    while (rec.n < 2 && clk.us < 20 * MS)
+        assert_true(expire_at(w, clk.us + 1) >= 0);
+    ASSERT_NFIRES(2);
+    assert_int_equal(rec.f[0].tag, 1);
+    assert_true(fired_at[0] >= 2 * MS + 100 + 2 * MS);
+    assert_true(fired_at[0] <= 2 * MS + 100 + 3 * MS);
+    assert_int_equal(rec.f[1].tag, 2); /* 8 ms less the 1 300 µs step */
+    assert_int_equal(fired_at[1], 8 * MS - 1300);
+    CHECK(w);
+}
+
+/* A clock whose next reading (the one tw_expire takes before its lock)
+ * is stale: while it is taken, an add on the same wheel sees the clock
+ * step back and re-bases. That stands in for two threads: the driver reads
+ * the clock, the clock steps back, a producer's add re-bases, then the
+ * driver takes the lock with a reading from before the step. */
+static struct {
+    int armed;
+    uint64_t stale;
+    tw_wheel *wheel;
+    tw_id id;
+} interleave;
+
+static uint64_t interleaving_clock(void *context)
+{
+    (void)context;
+    if (interleave.armed) {
+        interleave.armed = 0;
+        interleave.id = tw_add(interleave.wheel, 1, clock_cb, TAG(1));
+        return interleave.stale;
+    }
+    return clk.us;
+}
+
+static void test_stale_driver_reading_after_step_back(void **state)
+{
+    (void)state;
+    struct tw_config c;
+    tw_config_init(&c);
+    c.lock = TW_LOCK_NONE;
+    c.tick_us = MS;
+    c.clock_fn = interleaving_clock;
+    c.drive = TW_DRIVE_CLOCK;
+    clk.us = 0;
+    tw_wheel *w = new_wheel_cfg(&c);
+    assert_int_equal(expire_at(w, 100 * MS), 0);
+    interleave.wheel = w;
+    interleave.stale = 100 * MS + 500; /* before the step */
+    interleave.armed = 1;
+    clk.us = 40 * MS; /* after it: 60 ms back */
+    /* without a second reading the driver walks 60 ms ahead on the stale
+       one and fires the timer in this very call, as it is added */
+    assert_int_equal(tw_expire(w), 0);
+    assert_int_not_equal(interleave.id, 0);
+    assert_int_equal(get_stats(w).rebases, 1);
+    assert_int_equal(tw_remaining(w, interleave.id), 1);
+    while (rec.n == 0 && clk.us < 45 * MS)
+        assert_true(expire_at(w, clk.us + 1) >= 0);
+    ASSERT_NFIRES(1);
+    assert_true(fired_at[0] >= 41 * MS && fired_at[0] <= 42 * MS);
+    CHECK(w);
+}
+
+/* A callback of a clock-driven catch-up (the driver reached tick 10, the
+ * callback runs at tw_now() 5) adds delay 0: it runs at the next call, so
+ * tw_next_expiry and tw_remaining both say 0 (tw_remaining said 5, while
+ * tw_next_expiry said 0: "never 0 unless something is due"). */
+static tw_id zero_id;
+static uint64_t zero_remaining, zero_next;
+
+static void add_zero_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    clock_cb(w, id, user_data);
+    zero_id = tw_add(w, 0, clock_cb, TAG(2));
+    zero_remaining = tw_remaining(w, zero_id);
+    zero_next = tw_next_expiry(w);
+}
+
+static void test_delay_zero_in_catch_up_is_due(void **state)
+{
+    (void)state;
+    clk.us = 0;
+    tw_wheel *w = clock_wheel(TW_DRIVE_CLOCK);
+    assert_int_not_equal(tw_add(w, 5, add_zero_cb, TAG(1)), 0);
+    assert_int_not_equal(tw_add(w, 30, clock_cb, TAG(3)), 0);
+    assert_int_equal(expire_at(w, 10 * MS + 200), 1);
+    ASSERT_FIRE(0, 5, 1);
+    assert_int_not_equal(zero_id, 0);
+    assert_int_equal(zero_next, 0);
+    assert_int_equal(zero_remaining, 0);
+    assert_int_equal(tw_remaining(w, zero_id), 0);
+    assert_int_equal(tw_next_expiry(w), 0);
+    assert_int_equal(expire_at(w, 10 * MS + 200), 1);
+    assert_int_equal(rec.f[1].tag, 2);
+    CHECK(w);
+}
+
 /* The wheel holds at most TW_MAX_DELAY ticks ahead of tw_now(): when no
  * tw_expire ran for longer than that, an add that would land past it fails
  * with ERANGE while timers are pending, and an empty wheel catches up. */
@@ -395,6 +529,10 @@ int main(void)
         T(test_rebase_keeps_advance_lead),
         T(test_clock_from_creation),
         T(test_timeout_after_backwards_step),
+        T(test_step_back_before_add),
+        T(test_step_back_before_reschedule),
+        T(test_stale_driver_reading_after_step_back),
+        T(test_delay_zero_in_catch_up_is_due),
         T(test_driver_gone_too_long),
         T(test_config_sizes),
     };
