@@ -899,7 +899,7 @@ static void on_fire(struct rec *r, uint64_t id, int same_wheel)
                 logev(w, EV_CANCEL, o->h, (uint64_t)w->be->cancel(w, o->id), 0);
             break;
         case 29:
-            if (w->nrecs < 2000)
+            if (w->nrecs < 200)
                 logev(w, EV_CHECK, 1, w->be->check(w) == 0, 0);
             break;
         default:
@@ -935,17 +935,22 @@ static void probe_remaining(struct world *w, uint64_t sel)
         logev(w, EV_REMAIN, o->h, w->be->remaining(w, o->id), 0);
 }
 
-/* After each operation. The full invariant check walks every queue, so on
- * long programs it runs after the first 32 operations, every 8th one and
- * the last: a broken invariant is still caught within 8 operations, and the
- * shrinker brings the program down to where it breaks. */
+/* After each operation. The full invariant check walks every queue and
+ * the whole pool (at least a chunk of 1024 nodes), so on long programs it
+ * runs after the first 4 operations, then after every 8th (every 64th
+ * past 4096 timers) and after the last: a broken invariant is still caught
+ * a few operations later, and the shrinker brings the program down to
+ * where it breaks. Both sides decide alike: their counts are compared
+ * first. */
 static void probes(struct world *w, size_t index, int last)
 {
+    uint64_t count = w->be->count(w);
+    size_t every = count <= 4096 ? 8 : 64;
     logev(w, EV_NOW, 0, w->be->now(w), 0);
-    logev(w, EV_COUNT, 0, w->be->count(w), 0);
+    logev(w, EV_COUNT, 0, count, 0);
     log_next(w);
     logev(w, EV_TIMEOUT, 0, (uint64_t)(int64_t)w->be->timeout_ms(w), 0);
-    if (index < 32 || index % 8 == 7 || last)
+    if (index < 4 || index % every == every - 1 || last)
         logev(w, EV_CHECK, 0, w->be->check(w) == 0, 0);
     uint64_t s[9];
     w->be->stats(w, s);
