@@ -3,6 +3,7 @@
  * exactly once. */
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -37,8 +38,10 @@ struct slow_to_die {
     std::atomic<bool> *gone;
 };
 
+/* Waits for something that must happen eventually: only a hang fails, never
+ * slowness (30 s covers a loaded machine under ThreadSanitizer). */
 template <class P>
-bool wait_for(P done, std::chrono::milliseconds limit = 10s)
+bool wait_for(P done, std::chrono::milliseconds limit = 30s)
 {
     const auto end = std::chrono::steady_clock::now() + limit;
     while (!done()) {
@@ -93,18 +96,35 @@ static void test_destroy_wheel_with_thread_running(void **)
     outlive.clear();
 }
 
+/* The timer thread reads a fake clock that only this test moves: the
+ * verdict does not depend on how fast the machine runs either thread. */
+static std::atomic<std::uint64_t> fake_us{1000000};
+
+static std::uint64_t read_fake_us(void *)
+{
+    return fake_us.load();
+}
+
 static void test_reschedule_from_other_thread(void **)
 {
     std::atomic<int> runs{0};
-    twheel::wheel w;
+    twheel::config c;
+    c.clock_fn = read_fake_us;
+    twheel::wheel w(c);
     w.start_thread(200us);
     twheel::timer hb = w.after(200ms, [&] { runs.fetch_add(1); });
-    /* keep pushing the heartbeat out: it must not fire while we do */
+    /* keep pushing the heartbeat out, 1 ms of the clock at a time, while
+       the timer thread expires: it must not fire while we do */
     for (int i = 0; i < 40; ++i) {
+        fake_us += 1000;
         assert_true(hb.reschedule(200ms));
-        std::this_thread::sleep_for(1ms);
+        std::this_thread::yield();
     }
     assert_int_equal(runs.load(), 0);
+    fake_us += 199000; /* 1 ms short of the last push's 200 ms... */
+    std::this_thread::sleep_for(2ms);
+    assert_int_equal(runs.load(), 0);
+    fake_us += 2000; /* ...and past it */
     assert_true(wait_for([&] { return runs.load() == 1; }));
     assert_false(hb.pending());
     w.stop_thread();
