@@ -315,8 +315,9 @@ TW_EXPORT int tw_cancel(tw_wheel *wheel, tw_id id);
  * both cases the timer is left untouched). Thread-safe. */
 TW_EXPORT int tw_reschedule(tw_wheel *wheel, tw_id id, uint64_t delay);
 
-/* Ticks from tw_now() until the timer's next firing: 0 when it is due,
- * TW_NEVER when the id is not live or the wheel is NULL. On a clock-driven
+/* Ticks from tw_now() until the timer's next firing: 0 when it is due or
+ * waits for the next call (delay 0 made during a call), TW_NEVER when the
+ * id is not live or the wheel is NULL. On a clock-driven
  * wheel whose tw_now() lags the clock this is more than the delay asked
  * for. Thread-safe. */
 TW_EXPORT uint64_t tw_remaining(tw_wheel *wheel, tw_id id);
