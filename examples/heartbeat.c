@@ -447,9 +447,14 @@ static int run(struct server *srv)
         return -1;
 
     printf("%" PRIu32 " sessions logged in (%" PRIu64 " timers) in %.1f ms\n\n"
+           "late: how long after its due tick began, by the clock, a callback"
+           " ran; up to one\ntick (%.1f ms) is on time, more is time the loop"
+           " spent elsewhere (the first\nsecond includes the log-in burst)."
+           " kicks: sessions idle too long, closed.\n\n"
            "sec  live timers  fired/sec  worst late ms  cpu ms  kicks\n",
            srv->nsessions, tw_count(srv->wheel),
-           (double)(tw_gettime() - t0) / 1000.0);
+           (double)(tw_gettime() - t0) / 1000.0,
+           (double)tw_tick_us(srv->wheel) / 1000.0);
     srv->last_cpu_us = cpu_time_us();
     srv->running = true;
     while (srv->running) {
@@ -516,7 +521,8 @@ static void summary(struct server *srv, uint32_t seconds)
            " dropped); skills used %" PRIu64 ", refused %" PRIu64 "\n",
            srv->packets_read, srv->packets_sent, srv->packets_dropped,
            srv->skills_used, srv->skills_refused);
-    printf("  lateness   worst %.3f ms, mean %.3f ms\n",
+    printf("  lateness   worst %.3f ms, mean %.3f ms (after the due tick"
+           " began; up to a tick is on time)\n",
            (double)srv->worst_late_us / 1000.0,
            srv->fired ? (double)srv->late_sum_us / (double)srv->fired / 1000.0
                       : 0.0);
@@ -524,7 +530,10 @@ static void summary(struct server *srv, uint32_t seconds)
     printf("  cpu        %.2f s in %.2f s (%.0f%% of one core)\n",
            (double)cpu / 1e6, wall, 100.0 * (double)cpu / 1e6 / wall);
     printf("  wheel      peak live %" PRIu64 ", %" PRIu64 " live at exit, pool %"
-           PRIu64 " nodes, %" PRIu64 " KiB, %" PRIu64 " cascaded\n",
+           PRIu64 " nodes, %" PRIu64 " KiB\n"
+           "             %" PRIu64 " cascaded: moved down from an upper level"
+           " as their time came\n             near (each timer due more than"
+           " 256 ticks ahead moves once or more)\n",
            srv->peak_live, st.pending, st.pool_capacity, st.bytes / 1024,
            st.cascaded);
     if (srv->early)
