@@ -1099,7 +1099,10 @@ static uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
     if (start - w->now > TW_MAX_DELAY - delay) {
         if (w->live || w->driving)
             return TW_NEVER;
-        w->now = start; /* empty: what a tw_expire would do, firing nothing */
+        /* empty: what a tw_expire would do, firing nothing; its reading
+         * becomes the last one, so a step back from it is seen */
+        w->now = start;
+        w->last_clock_us = clock;
     }
     return start + delay;
 }

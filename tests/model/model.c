@@ -237,7 +237,9 @@ static uint64_t delay_start(struct model *m, uint64_t delay)
     if (start + delay - m->now > TW_MAX_DELAY) {
         if (m->live > 0 || m->driving)
             return TW_NEVER;
-        m->now = start;
+        m->now = start; /* as an expire would, firing nothing */
+        if (us > m->last_us)
+            m->last_us = us;
     }
     return start;
 }
