@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "bench_alloc.h"
+#include "harness.hpp"
 #include "heap_binary.h"
 #include "heap_quad.h"
 #include "bench_pool.h"
@@ -39,61 +40,12 @@
 #include "tree_map.hpp"
 #include "twheel_adapter.hpp"
 
+using namespace bench;
+
 namespace {
 
-// ---- clock, PRNG, hashing --------------------------------------------------
-
-uint64_t now_ns()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-struct splitmix {
-    uint64_t s;
-    explicit splitmix(uint64_t seed) : s(seed) {}
-    uint64_t next() { return mix64(s += UINT64_C(0x9e3779b97f4a7c15)); }
-    // uniform in [0, n) for n < 2^32, by multiply-shift (no division)
-    uint32_t below(uint32_t n) { return (uint32_t)(((next() >> 32) * n) >> 32); }
-};
-
-constexpr uint64_t SEED = UINT64_C(0x74776865656c2121); // "twheel!!"
-constexpr uint32_t MAX_DELAY = 60000;                     // ticks
-constexpr uint32_t HB_RESCHEDULES = 20;
 constexpr uint64_t IDLE_TICKS = 3600000;         // one hour of 1 ms ticks
 constexpr uint64_t FAR_DELAY = 3600000 + 30000;  // one hour and 30 s
-constexpr uint64_t NEVER = UINT64_MAX;
-
-// ---- what a firing does -----------------------------------------------------
-// Every structure calls fire(arg) for a due timer. The (timer, tick) pair goes
-// into an order-independent hash (a sum of mixed values) and a count; during
-// the heartbeat run the connection is marked dead as well.
-
-uint64_t g_tick;       // the tick being dispatched (set by the driver loop)
-uint64_t g_fire_hash;  // sum of mix64(timer << 32 ^ tick)
-uint64_t g_fired;
-uint8_t *g_state;      // heartbeat: state byte of connection 0, or null
-size_t g_state_stride; // bytes from one connection's state to the next
-volatile uint64_t g_sink; // keeps results observable
-std::atomic<uint64_t> g_mt_sink;
-void sink_add(uint64_t v) { g_mt_sink.fetch_add(v, std::memory_order_relaxed); }
-
-void fire(void *arg)
-{
-    uint64_t idx = (uint64_t)(uintptr_t)arg;
-    g_fire_hash += mix64((idx << 32) ^ g_tick);
-    g_fired++;
-    if (g_state)
-        g_state[idx * g_state_stride] = 0;
-}
 
 // ---- the structures behind one interface -----------------------------------
 
@@ -215,222 +167,6 @@ bench_pool *timeout_wheel_s::current;
 
 using twheel_s = bench::twheel_adapter<fire>;
 
-// ---- options ------------------------------------------------------------------
-
-struct options {
-    bool quick = false;
-    std::vector<size_t> ns;
-    int reps_override = 0;
-    std::string csv;
-    std::vector<std::string> only;
-    bool contended = true;
-    std::vector<int> hogs{0, 2, 4}; // busy processes beside the contended runs
-    bool single = true; // the single-threaded workloads
-    bool idle = true;
-    std::string count; // --count STAGE: untimed, for cachegrind
-    size_t hb_cap = 0;           // heartbeat ops per run (cap)
-    double contended_seconds = 0; // per contended measurement
-
-    int reps(size_t n) const
-    {
-        if (reps_override > 0)
-            return reps_override;
-        if (quick)
-            return n <= 20000 ? 3 : 1;
-        return n <= 20000 ? 7 : n <= 2000000 ? 5 : 1;
-    }
-    bool wants(const std::string &name) const
-    {
-        if (only.empty())
-            return true;
-        for (auto &o : only)
-            if (name.compare(0, o.size(), o) == 0)
-                return true;
-        return false;
-    }
-};
-
-[[noreturn]] void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    std::fprintf(stderr, "\ntwheel_bench: ");
-    std::vfprintf(stderr, fmt, ap);
-    std::fprintf(stderr, "\n");
-    va_end(ap);
-    std::exit(3);
-}
-
-// ---- progress (stderr, only on a terminal) --------------------------------------
-
-struct progress_t {
-    bool on = false;
-    int done = 0, total = 0;
-    uint64_t start = 0;
-    void step(const char *what, const char *who, size_t n, int rep, int reps)
-    {
-        if (!on)
-            return;
-        double el = (double)(now_ns() - start) / 1e9;
-        std::fprintf(stderr, "\r\033[K[%3d/%3d %5.0fs] N=%zu rep %d/%d %s %s",
-                     done, total, el, n, rep + 1, reps, what, who);
-        std::fflush(stderr);
-    }
-    void finish()
-    {
-        if (on)
-            std::fprintf(stderr, "\r\033[K");
-    }
-} progress;
-
-// ---- results -------------------------------------------------------------------
-
-struct key {
-    std::string structure;
-    size_t n;
-    std::string workload;
-    bool operator<(const key &o) const
-    {
-        return std::tie(structure, n, workload) < std::tie(o.structure, o.n, o.workload);
-    }
-};
-
-std::map<key, std::vector<double>> samples;
-
-void record(const std::string &s, size_t n, const std::string &w, double v)
-{
-    samples[key{s, n, w}].push_back(v);
-}
-
-bool median_of(const std::string &s, size_t n, const std::string &w, double *out,
-               double *lo = nullptr, double *hi = nullptr, size_t *count = nullptr)
-{
-    auto it = samples.find(key{s, n, w});
-    if (it == samples.end() || it->second.empty())
-        return false;
-    std::vector<double> v = it->second;
-    std::sort(v.begin(), v.end());
-    size_t m = v.size();
-    *out = m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
-    if (lo)
-        *lo = v.front();
-    if (hi)
-        *hi = v.back();
-    if (count)
-        *count = m;
-    return true;
-}
-
-// ---- cross-check -----------------------------------------------------------------
-
-struct outcome {
-    uint64_t fired = 0, hash = 0;
-};
-
-struct check_slot {
-    std::string who;
-    outcome o;
-    bool set = false;
-};
-
-std::map<std::pair<size_t, std::string>, check_slot> checks;
-
-void cross_check(size_t n, const char *what, const char *who, outcome o)
-{
-    check_slot &c = checks[{n, what}];
-    if (!c.set) {
-        c.set = true;
-        c.who = who;
-        c.o = o;
-        return;
-    }
-    if (c.o.fired != o.fired || c.o.hash != o.hash)
-        die("CROSS-CHECK FAILED at N=%zu, %s: %s gives %" PRIu64
-            " firings (hash %016" PRIx64 ") but %s gives %" PRIu64
-            " (hash %016" PRIx64 "). The structures do not fire the same "
-            "(timer, tick) pairs; no figure of this run can be trusted.",
-            n, what, who, o.fired, o.hash, c.who.c_str(), c.o.fired, c.o.hash);
-}
-
-// ---- per-N input data (the same for every structure) ------------------------------
-
-struct data {
-    size_t n;
-    std::vector<uint32_t> delay;     // add delays, [1, MAX_DELAY]
-    std::vector<uint32_t> perm;      // random permutation: first half cancelled
-    std::vector<uint32_t> rdelay;    // new delays for the second half
-    std::vector<uint8_t> hb_state;   // initial heartbeat stage of each survivor
-};
-
-data make_data(size_t n)
-{
-    data d;
-    d.n = n;
-    splitmix r(SEED ^ (n * UINT64_C(0x100000001b3)));
-    d.delay.resize(n);
-    for (auto &x : d.delay)
-        x = 1 + r.below(MAX_DELAY);
-    d.perm.resize(n);
-    for (size_t i = 0; i < n; i++)
-        d.perm[i] = (uint32_t)i;
-    for (size_t i = n - 1; i > 0; i--)
-        std::swap(d.perm[i], d.perm[r.below((uint32_t)(i + 1))]);
-    size_t half = n / 2;
-    d.rdelay.resize(n - half);
-    for (auto &x : d.rdelay)
-        x = 1 + r.below(MAX_DELAY);
-    d.hb_state.resize(n - half);
-    for (auto &x : d.hb_state)
-        x = (uint8_t)(1 + r.below(HB_RESCHEDULES + 1)); // 1..21
-    return d;
-}
-
-inline void *arg_of(size_t i) { return (void *)(uintptr_t)i; }
-
-// ---- the allocator's state ------------------------------------------------------
-// Operation costs are measured in a steady state, as in a long-running server
-// whose memory has been obtained from the kernel already: glibc is told never
-// to give memory back and never to mmap, and before each N the heap is grown
-// and touched once (prefault), so no timed part takes page faults for fresh
-// memory. Between runs the free lists are consolidated (a large malloc does
-// that), so no structure pays inside its timed part for the millions of
-// small chunks the previous one left in glibc's fast bins.
-
-void setup_malloc()
-{
-    mallopt(M_TRIM_THRESHOLD, -1); // -1: never trim
-    mallopt(M_MMAP_MAX, 0);        // everything from the (prefaulted) heap
-}
-
-void prefault(size_t bytes)
-{
-    const size_t block = size_t(64) << 20;
-    std::vector<void *> blocks;
-    for (size_t done = 0; done < bytes; done += block) {
-        void *p = std::malloc(block);
-        if (!p)
-            break;
-        std::memset(p, 1, block);
-        blocks.push_back(p);
-    }
-    for (size_t i = blocks.size(); i-- > 0;)
-        std::free(blocks[i]);
-}
-
-// Bytes a structure holds from the allocator, measured the same way for
-// every one of them: glibc's in-use bytes (chunk headers included) after,
-// minus before. Everything else the harness allocates is set up outside.
-int64_t heap_in_use()
-{
-    return (int64_t)mallinfo2().uordblks;
-}
-
-void settle_malloc()
-{
-    void *p = std::malloc(size_t(1) << 16); // a large request consolidates fast bins
-    g_sink = g_sink + (uintptr_t)p;
-    std::free(p);
-}
 
 // Whether a structure's next_expiry is exact (else a lower bound, never 0
 // while nothing is due).
@@ -439,7 +175,6 @@ template <class S> constexpr bool exact_next(const S &) { return S::exact_next_e
 // ---- workload A: add, bytes, expire tick by tick, next-expiry checkpoints ----------
 
 constexpr uint64_t CHECKPOINT_EVERY = 1000; // ticks
-constexpr int QUERIES = 1000;               // next_expiry calls per checkpoint
 
 template <class S> void phase_a(S &s, const data &d, bool keep, const options &)
 {
@@ -502,8 +237,8 @@ template <class S> void phase_a(S &s, const data &d, bool keep, const options &)
 
     if (keep) {
         record(s.name, n, "add", (double)(t1 - t0) / (double)n);
-        record(s.name, n, "bytes_per_timer", (double)bytes / (double)n);
-        record(s.name, n, "expire", (double)exp_ns / (double)n);
+        record(s.name, n, "bytes_per_timer", (double)bytes / (double)n, "bytes");
+        record(s.name, n, "expire", (double)exp_ns / (double)n, "ns/fired");
         record(s.name, n, "next_expiry", (double)q_ns / (double)q_count);
     }
 }
@@ -602,7 +337,8 @@ template <class S> void phase_b(S &s, const data &d, bool keep, const options &o
         record(s.name, n, "cancel", (double)(t1 - t0) / (double)half);
         record(s.name, n, "reschedule", (double)(t2 - t1) / (double)live);
         record(s.name, n, "heartbeat", (double)(t4 - t3) / (double)ops);
-        record(s.name, n, "bytes_per_live_after_cancel", (double)bytes_after / (double)live);
+        record(s.name, n, "bytes_per_live_after_cancel", (double)bytes_after / (double)live,
+               "bytes");
     }
 }
 
@@ -740,7 +476,8 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
         record(s.name, n, "far_loop", loop);
         record(s.name, n, "churn_step", step);
         record(s.name, n, "churn_next_expiry", churn_next);
-        record(s.name, n, "bytes_per_timer_resched", (double)bytes_resched / (double)n);
+        record(s.name, n, "bytes_per_timer_resched", (double)bytes_resched / (double)n,
+               "bytes");
     }
 }
 
@@ -958,7 +695,7 @@ template <class S> void idle(S &s, bool far, bool keep)
             s.name, got, want);
     s.destroy();
     if (keep)
-        record(s.name, 0, far ? "idle_far_us" : "idle_empty_us", (double)(t1 - t0) / 1e3);
+        record(s.name, 0, far ? "idle_far_us" : "idle_empty_us", (double)(t1 - t0) / 1e3, "us");
 }
 
 // ---- contended: 4 threads add/cancel while one drives --------------------------------
@@ -1494,19 +1231,6 @@ void print_targets(const options &opt)
     }
 }
 
-const char *unit_of(const std::string &w)
-{
-    if (w.compare(0, 5, "bytes") == 0)
-        return "bytes";
-    if (w == "idle_empty_us" || w == "idle_far_us")
-        return "us";
-    if (w == "expire")
-        return "ns/fired";
-    if (w.size() > 6 && w.compare(w.size() - 6, 6, "_ticks") == 0)
-        return "ticks/s";
-    return "ns/op";
-}
-
 void write_csv(const std::string &path)
 {
     FILE *f = std::fopen(path.c_str(), "w");
@@ -1519,13 +1243,12 @@ void write_csv(const std::string &path)
     for (const char *b : baselines)
         std::fprintf(f, ",twheel_vs_%s", b);
     std::fprintf(f, "\n");
-    for (auto &kv : samples) {
-        const key &k = kv.first;
+    for (const series_ref &k : all_series()) {
         double med = 0, lo = 0, hi = 0;
         size_t cnt = 0;
         median_of(k.structure, k.n, k.workload, &med, &lo, &hi, &cnt);
         std::fprintf(f, "%s,%zu,%s,%s,%.4g,%.4g,%.4g,%zu", k.structure.c_str(), k.n,
-                     k.workload.c_str(), unit_of(k.workload), med, lo, hi, cnt);
+                     k.workload.c_str(), k.unit, med, lo, hi, cnt);
         for (const char *b : baselines) {
             double other;
             if (k.structure.compare(0, 6, "twheel") == 0 &&
@@ -1782,7 +1505,7 @@ int main(int argc, char **argv)
             // milliseconds while holding its lock).
             auto one = [&](const char *name, mt_result r) {
                 record(name, n, w, r.ns_per_op);
-                record(name, n, ticks, (double)r.ticks / secs);
+                record(name, n, ticks, (double)r.ticks / secs, "ticks/s");
                 malloc_trim(0);
                 settle_malloc();
             };
