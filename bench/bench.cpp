@@ -1,9 +1,8 @@
 // twheel_bench: twheel against the timer structures people use instead, in one
 // run. See bench/README.md for the workloads, the output and the command lines.
 //
-// Every structure sits behind the same small interface (add(delay) -> handle,
-// cancel, reschedule, advance(ticks), next_expiry) and runs the same
-// timers: delays and orders come from a fixed-seed PRNG, shared by all. The
+// Every structure sits behind the same small interface (structures.hpp) and
+// runs the same timers: delays and orders come from a fixed-seed PRNG, shared by all. The
 // harness checks that every structure fires the same (timer, tick) pairs, so a
 // broken baseline cannot look fast.
 #include <algorithm>
@@ -30,15 +29,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench_alloc.h"
 #include "harness.hpp"
-#include "heap_binary.h"
-#include "heap_quad.h"
-#include "bench_pool.h"
 #include "skynet_wheel.h"
-#include "timeout_wheel.h"
-#include "tree_map.hpp"
-#include "twheel_adapter.hpp"
+#include "structures.hpp"
 
 using namespace bench;
 
@@ -46,131 +39,6 @@ namespace {
 
 constexpr uint64_t IDLE_TICKS = 3600000;         // one hour of 1 ms ticks
 constexpr uint64_t FAR_DELAY = 3600000 + 30000;  // one hour and 30 s
-
-// ---- the structures behind one interface -----------------------------------
-
-struct heap_binary_s {
-    using handle = hb_timer *;
-    static constexpr bool exact_next_expiry = true;
-    const char *name = "heap_binary";
-    hb_heap *h = nullptr;
-    void create() { h = hb_create(); }
-    void destroy() { hb_destroy(h); h = nullptr; }
-    handle add(uint64_t d, void *arg) { return hb_add(h, d, fire, arg); }
-    int cancel(handle &t) { return hb_cancel(h, t); }
-    int reschedule(handle &t, uint64_t d, void *) { return hb_reschedule(h, t, d); }
-    void advance(uint64_t ticks) { hb_advance(h, ticks); }
-    uint64_t next_expiry() { return hb_next_expiry(h); }
-};
-
-struct heap_quad_s {
-    using handle = hq_timer *;
-    static constexpr bool exact_next_expiry = true;
-    const char *name = "heap_quad";
-    hq_heap *h = nullptr;
-    void create() { h = hq_create(); }
-    void destroy() { hq_destroy(h); h = nullptr; }
-    handle add(uint64_t d, void *arg) { return hq_add(h, d, fire, arg); }
-    int cancel(handle &t) { return hq_cancel(h, t); }
-    int reschedule(handle &t, uint64_t d, void *) { return hq_reschedule(h, t, d); }
-    void advance(uint64_t ticks) { hq_advance(h, ticks); }
-    uint64_t next_expiry() { return hq_next_expiry(h); }
-};
-
-struct tree_map_s {
-    using handle = bench::tree_map::handle;
-    static constexpr bool exact_next_expiry = true;
-    const char *name = "tree_map";
-    std::unique_ptr<bench::tree_map> m;
-    void create() { m.reset(new bench::tree_map()); }
-    void destroy() { m.reset(); }
-    handle add(uint64_t d, void *arg) { return m->add(d, fire, arg); }
-    int cancel(handle &t) { return m->cancel(t); }
-    int reschedule(handle &t, uint64_t d, void *) { return m->reschedule(t, d); }
-    void advance(uint64_t ticks) { m->advance(ticks); }
-    uint64_t next_expiry() { return m->next_expiry(); }
-};
-
-struct skynet_s {
-    using handle = sk_node *;
-    static constexpr bool exact_next_expiry = true;
-    const char *name = "skynet";
-    sk_timer *T = nullptr;
-    void create() { T = sk_create(fire); }
-    void destroy() { sk_destroy(T); T = nullptr; }
-    handle add(uint64_t d, void *arg) { return sk_add(T, (uint32_t)d, arg); }
-    int cancel(handle &n) { return sk_cancel(T, n); }
-    // A skynet user keeps its own argument: the old node is only flagged.
-    int reschedule(handle &n, uint64_t d, void *arg)
-    {
-        n = sk_reschedule(T, n, (uint32_t)d, arg);
-        return n != nullptr;
-    }
-    void advance(uint64_t ticks) { sk_advance(T, ticks); }
-    uint64_t next_expiry() { return sk_next_expiry(T); }
-};
-
-// timeout.c's records belong to the caller (a connection embeds its own);
-// here they come from the same kind of pool as the heaps' records, and the
-// record of a timer that fired goes back to it before the harness sees it.
-struct timeout_wheel_s {
-    struct record {
-        tc_timeout t;
-        void *arg;
-    };
-    using handle = record *;
-    static constexpr bool exact_next_expiry = false; // timeouts_timeout: a bound
-    const char *name = "timeout_wheel";
-    tc_wheel *w = nullptr;
-    int64_t pool_bytes = 0;
-    bench_pool pool;
-    static bench_pool *current; // the pool a firing record goes back to
-
-    static void trampoline(void *p)
-    {
-        record *r = (record *)p;
-        void *arg = r->arg;
-        bench_pool_put(current, r);
-        fire(arg);
-    }
-    void create()
-    {
-        w = tc_create();
-        bench_pool_init(&pool, sizeof(record), &pool_bytes);
-        current = &pool;
-    }
-    void destroy()
-    {
-        tc_destroy(w);
-        bench_pool_destroy(&pool);
-        w = nullptr;
-    }
-    handle add(uint64_t d, void *arg)
-    {
-        record *r = (record *)bench_pool_get(&pool);
-        r->arg = arg;
-        tc_add(w, &r->t, d, trampoline, r);
-        return r;
-    }
-    int cancel(handle &r)
-    {
-        if (!tc_cancel(w, &r->t))
-            return 0;
-        bench_pool_put(&pool, r);
-        return 1;
-    }
-    int reschedule(handle &r, uint64_t d, void *) { return tc_reschedule(w, &r->t, d); }
-    void advance(uint64_t ticks) { tc_advance(w, ticks); }
-    uint64_t next_expiry() { return tc_next_expiry(w); }
-};
-bench_pool *timeout_wheel_s::current;
-
-using twheel_s = bench::twheel_adapter<fire>;
-
-
-// Whether a structure's next_expiry is exact (else a lower bound, never 0
-// while nothing is due).
-template <class S> constexpr bool exact_next(const S &) { return S::exact_next_expiry; }
 
 // ---- workload A: add, bytes, expire tick by tick, next-expiry checkpoints ----------
 
@@ -557,8 +425,8 @@ const char *const count_stages[] = {"start", "add", "next_expiry", "cancel",
                                     "hb_setup", "heartbeat", "clock_setup", "add_clock"};
 constexpr int COUNTED_QUERIES = 10000;
 // far-away next-expiry calls: enough that a run's layout noise (a few
-// hundred misses) vanishes per call; skynet's call scans a slot, so it gets
-// fewer (its counts are in the millions per call anyway)
+// hundred misses) vanishes per call; a structure whose call scans (skynet's
+// walks a slot) gets fewer (its counts are in the millions per call anyway)
 constexpr int COUNTED_FAR_QUERIES = 10000, COUNTED_FAR_QUERIES_SCANNING = 100;
 constexpr size_t COUNTED_HEARTBEATS = 1000000;
 constexpr size_t COUNTED_CHURN = 10000;
@@ -624,8 +492,8 @@ template <class S> void count_run(S &s, const data &d, const std::string &stop)
     s.create();
     for (size_t i = 0; i < d.n; i++)
         h[i] = s.add(far.delay[i], arg_of(i));
-    const int far_queries = std::strcmp(s.name, "skynet") == 0 ? COUNTED_FAR_QUERIES_SCANNING
-                                                                : COUNTED_FAR_QUERIES;
+    const int far_queries =
+        scans_for_next<S>::value ? COUNTED_FAR_QUERIES_SCANNING : COUNTED_FAR_QUERIES;
     ops = 0;
     stage_done("far_setup");
     query(far_queries);
@@ -758,14 +626,6 @@ mt_result run_contended(double seconds, Setup setup, Work work, Tick tick)
     // each iteration is one cancel and one add
     return mt_result{(double)(t1 - t0) / (double)(2 * std::max<uint64_t>(1, ops.load())),
                      ticks, mt_fired.load()};
-}
-
-// The lock a wheel gets when its config says nothing: the headline rows.
-int default_lock()
-{
-    struct tw_config c;
-    tw_config_init(&c);
-    return c.lock;
 }
 
 const char *lock_name(int lock)
@@ -944,8 +804,18 @@ const column far_cols[] = {
     {"bytes_per_timer_resched", "B/t resch", "bytes"},
 };
 
-const char *const baselines[] = {"heap_binary", "heap_quad", "tree_map", "skynet",
-                                 "timeout_wheel"};
+// The structures twheel's ratios are taken against, in the list's order.
+const std::vector<std::string> &baselines()
+{
+    static const std::vector<std::string> list = [] {
+        std::vector<std::string> b;
+        for (auto &name : structure_names())
+            if (!is_twheel(name))
+                b.push_back(name);
+        return b;
+    }();
+    return list;
+}
 
 std::string fmt_n(size_t n)
 {
@@ -1023,13 +893,13 @@ void print_table(const options &opt, const std::vector<std::string> &structs,
             }
             std::printf("\n");
         }
-        for (const char *who : {"twheel", "twheel-none"}) {
-            if (std::find(structs.begin(), structs.end(), who) == structs.end())
+        for (auto &who : structs) {
+            if (!is_twheel(who))
                 continue;
-            for (const char *b : baselines) {
+            for (auto &b : baselines()) {
                 if (std::find(structs.begin(), structs.end(), b) == structs.end())
                     continue;
-                std::string label = std::string(who) + " / " + b;
+                std::string label = who + " / " + b;
                 std::printf("%-22s", label.c_str());
                 for (auto &c : cols)
                     std::printf("%11s", fmt_ratio(who, b, n, c.workload).c_str());
@@ -1051,10 +921,7 @@ void print_clock_table(const options &opt, const std::vector<std::string> &struc
                         {"twheel", "clock coarse", "_clock_coarse"},
                         {"twheel-none", "ticks", ""},
                         {"twheel-none", "clock", "_clock"}};
-    bool any = false;
-    for (auto &s : structs)
-        any = any || s.compare(0, 6, "twheel") == 0;
-    if (!any)
+    if (std::none_of(structs.begin(), structs.end(), is_twheel))
         return;
     std::printf("\nclock-driven add and reschedule: the add and resched workloads on a "
                 "TW_DRIVE_CLOCK wheel, whose every add and reschedule reads the clock "
@@ -1122,8 +989,8 @@ void print_tables(const options &opt, const std::vector<std::string> &structs)
             std::printf("%-22s%14s%14s\n", s.c_str(), ha ? fmt_v(a).c_str() : "-",
                         hb ? fmt_v(b).c_str() : "-");
         }
-        for (const char *b : baselines) {
-            std::string label = std::string("twheel / ") + b;
+        for (auto &b : baselines()) {
+            std::string label = "twheel / " + b;
             std::string r1 = fmt_ratio("twheel", b, 0, "idle_empty_us");
             std::string r2 = fmt_ratio("twheel", b, 0, "idle_far_us");
             if (r1 != "-" || r2 != "-")
@@ -1240,8 +1107,8 @@ void write_csv(const std::string &path)
         return;
     }
     std::fprintf(f, "structure,n,workload,unit,median,min,max,reps");
-    for (const char *b : baselines)
-        std::fprintf(f, ",twheel_vs_%s", b);
+    for (auto &b : baselines())
+        std::fprintf(f, ",twheel_vs_%s", b.c_str());
     std::fprintf(f, "\n");
     for (const series_ref &k : all_series()) {
         double med = 0, lo = 0, hi = 0;
@@ -1249,10 +1116,9 @@ void write_csv(const std::string &path)
         median_of(k.structure, k.n, k.workload, &med, &lo, &hi, &cnt);
         std::fprintf(f, "%s,%zu,%s,%s,%.4g,%.4g,%.4g,%zu", k.structure.c_str(), k.n,
                      k.workload.c_str(), k.unit, med, lo, hi, cnt);
-        for (const char *b : baselines) {
+        for (auto &b : baselines()) {
             double other;
-            if (k.structure.compare(0, 6, "twheel") == 0 &&
-                median_of(b, k.n, k.workload, &other) && other > 0)
+            if (is_twheel(k.structure) && median_of(b, k.n, k.workload, &other) && other > 0)
                 std::fprintf(f, ",%.4f", med / other);
             else
                 std::fprintf(f, ",");
@@ -1286,10 +1152,21 @@ void usage(FILE *f)
         "  --quick          N = 10k and 1M, fewer repetitions (< 1 min on 2 cores)\n"
         "  --csv PATH       CSV output (default: results.csv beside the program)\n"
         "  --n LIST         timer counts, e.g. 10000,1000000 (default 10k,1M,10M)\n"
-        "  --reps K         repetitions per figure (default 7 / 5 / 1 by N)\n"
-        "  --only LIST      structures to run (prefixes): twheel, twheel-none,\n"
-        "                   heap_binary, heap_quad, tree_map, skynet,\n"
-        "                   timeout_wheel\n"
+        "  --reps K         repetitions per figure (default 7 / 5 / 1 by N)\n");
+    const std::string indent(19, ' ');
+    std::string line = "  --only LIST      structures to run (prefixes):";
+    std::vector<std::string> names = structure_names();
+    for (size_t i = 0; i < names.size(); i++) {
+        std::string word = names[i] + (i + 1 < names.size() ? "," : "");
+        if (line.size() + 1 + word.size() > 72) {
+            std::fprintf(f, "%s\n", line.c_str());
+            line = indent + word;
+        } else {
+            line += " " + word;
+        }
+    }
+    std::fprintf(f, "%s\n", line.c_str());
+    std::fprintf(f,
         "  --hog LIST       busy processes beside the contended runs, one run\n"
         "                   per entry (default 0,2,4; 0 = quiet)\n"
         "  --count STAGE    run the workloads untimed up to STAGE and exit (one\n"
@@ -1394,30 +1271,20 @@ int main(int argc, char **argv)
     setup_malloc();
     progress.start = now_ns();
 
-    twheel_s tw_default("twheel", default_lock()), tw_none("twheel-none", TW_LOCK_NONE);
-    heap_binary_s hb;
-    heap_quad_s hq;
-    tree_map_s tm;
-    skynet_s sk;
-    timeout_wheel_s tc;
-
+    structures all = make_structures();
     std::vector<std::string> structs;
-    for (const char *s : {"twheel", "twheel-none", "heap_binary", "heap_quad", "tree_map",
-                          "skynet", "timeout_wheel"})
-        if (opt.wants(s))
-            structs.push_back(s);
+    for_each_structure(all, [&](auto &s) {
+        if (opt.wants(s.name))
+            structs.push_back(s.name);
+    });
     if (structs.empty())
         die("--only matched no structure");
-
-    // every structure, one call: keeps the six instantiations in one place
+    // every structure this run wants
     auto for_each = [&](auto &&f) {
-        if (opt.wants("twheel") && opt.wants(tw_default.name)) f(tw_default);
-        if (opt.wants(tw_none.name)) f(tw_none);
-        if (opt.wants(hb.name)) f(hb);
-        if (opt.wants(hq.name)) f(hq);
-        if (opt.wants(tm.name)) f(tm);
-        if (opt.wants(sk.name)) f(sk);
-        if (opt.wants(tc.name)) f(tc);
+        for_each_structure(all, [&](auto &s) {
+            if (opt.wants(s.name))
+                f(s);
+        });
     };
 
     if (!opt.count.empty()) {
