@@ -43,6 +43,7 @@ void usage(FILE *f)
         "usage: twheel_bench [--quick] [--csv PATH] [--n N,N,...] [--reps K]\n"
         "                    [--only NAME,...] [--no-contended] [--no-idle]\n"
         "                    [--contended-only] [--hog K,K,...] [--count STAGE]\n"
+        "                    [--list]\n"
         "  --quick          N = 10k and 1M, fewer repetitions (< 1 min on 2 cores)\n"
         "  --csv PATH       CSV output (default: results.csv beside the program)\n"
         "  --n LIST         timer counts, e.g. 10000,1000000 (default 10k,1M,10M)\n"
@@ -64,7 +65,8 @@ void usage(FILE *f)
         "  --hog LIST       busy processes beside the contended runs, one run\n"
         "                   per entry (default 0,2,4; 0 = quiet)\n"
         "  --count STAGE    run the workloads untimed up to STAGE and exit (one\n"
-        "                   --n, one --only); for bench/cachegrind.sh\n");
+        "                   --n, one --only); for bench/cachegrind.sh\n"
+        "  --list           print the structures' names, comma-separated, and exit\n");
 }
 
 std::vector<std::string> split(const char *s)
@@ -98,7 +100,7 @@ size_t parse_count(const std::string &s)
     return (size_t)v;
 }
 
-// The options; --help and a bad option exit here.
+// The options; --help, --list and a bad option exit here.
 options parse_options(int argc, char **argv)
 {
     options opt;
@@ -139,6 +141,13 @@ options parse_options(int argc, char **argv)
             }
             if (opt.hogs.empty())
                 die("--hog needs at least one count");
+        }
+        else if (a == "--list") {
+            std::vector<std::string> names = structure_names();
+            for (size_t k = 0; k < names.size(); k++)
+                std::printf("%s%s", k ? "," : "", names[k].c_str());
+            std::printf("\n");
+            std::exit(0);
         }
         else if (a == "-h" || a == "--help") {
             usage(stdout);
