@@ -11,7 +11,8 @@
 #   bench/cachegrind.sh BUILD_DIR [N] [STRUCTURE,...]
 #
 # BUILD_DIR holds a release build (meson setup BUILD_DIR --buildtype=release).
-# N defaults to 1000000. The caches are fixed rather than read from this
+# N defaults to 1000000, the structures to all the program has
+# (twheel_bench --list). The caches are fixed rather than read from this
 # CPU, so the counts compare across machines: L1 32 KiB 8-way, last level
 # 8 MiB 16-way (a server core's share), 64-byte lines.
 #
@@ -24,9 +25,9 @@ set -euo pipefail
 
 build=${1:?usage: bench/cachegrind.sh BUILD_DIR [N] [STRUCTURE,...]}
 n=${2:-1000000}
-structures=${3:-twheel,twheel-none,heap_binary,heap_quad,tree_map,skynet,timeout_wheel}
 bench=$build/bench/twheel_bench
 [[ -x $bench ]] || { echo "no $bench: build the bench first" >&2; exit 1; }
+structures=${3:-$("$bench" --list)}
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
 
 stages=(start add next_expiry cancel reschedule expire far_setup far_next_expiry far_churn churn_next_expiry hb_setup heartbeat)

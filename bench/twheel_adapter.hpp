@@ -14,6 +14,14 @@
 
 namespace bench {
 
+// The lock a wheel gets when its config says nothing: the headline rows.
+inline int default_lock()
+{
+    struct tw_config c;
+    tw_config_init(&c);
+    return c.lock;
+}
+
 template <void (*Fire)(void *)> struct twheel_adapter {
     using handle = tw_id;
     // a lower bound when the earliest timer of a big far slot has left
