@@ -169,7 +169,7 @@ void print_targets(const options &opt)
         {"idle 1 h catch-up <= 50 us", "twheel", "idle_empty_us", nullptr, 50},
         {"idle 1 h catch-up, far timer <= 50 us", "twheel", "idle_far_us", nullptr, 50},
     };
-    std::printf("\ntargets (issue 12) at N = %s%s; twheel in its default "
+    std::printf("\ntargets at N = %s%s; twheel in its default "
                 "configuration (%s) unless marked\n", fmt_n(n).c_str(),
                 n == 1000000 ? "" : " (the targets are stated for N = 1M)",
                 lock_name(default_lock()));
