@@ -121,8 +121,10 @@ static void *producer(void *argument)
             break;
         }
         }
-        if (k % 64 == 0)
+        if (k % 64 == 0) {
             sched_yield(); /* the interleavings a busy machine makes */
+            thr_progress();
+        }
     }
     for (slot = 0; slot < RING; slot++)
         if (p->owners[slot] && p->owners[slot]->periodic)
@@ -135,7 +137,7 @@ static void run_oversubscribed(int lock_kind, int slow_callbacks)
 {
     pthread_t producers[PRODUCERS], hogs[HOGS];
     struct producer *state;
-    uint64_t total, i, end;
+    uint64_t total, i;
     int n;
     memset(&run, 0, sizeof run);
     run.ops = thr_env("TWHEEL_OVERSUB_OPS", THR_TSAN ? 4000 : 20000);
@@ -160,9 +162,7 @@ static void run_oversubscribed(int lock_kind, int slow_callbacks)
         thr_join(producers[n]);
     atomic_store(&run.producers_running, 0);
     /* the last one-shots are at most 50 ticks (5 ms) away */
-    end = thr_now_us() + THR_HANG_US;
-    while (tw_count(run.wheel) != 0 && thr_now_us() < end)
-        thr_sleep_us(1000);
+    THR_WAIT_UNTIL(tw_count(run.wheel) == 0);
     assert_int_equal(tw_count(run.wheel), 0);
     atomic_store(&run.stop_hogs, 1);
     for (n = 0; n < HOGS; n++)

@@ -288,8 +288,7 @@ static void gate_cb(tw_wheel *w, tw_id id, void *data)
     (void)id;
     (void)data;
     atomic_store(&gate_entered, 1);
-    while (!atomic_load(&gate_open))
-        sched_yield();
+    THR_WAIT_UNTIL(atomic_load(&gate_open));
 }
 
 static void test_cancel_in_batch_exact(void **state)
@@ -527,6 +526,16 @@ static int batch_add(tw_wheel *w, uint64_t delay)
  * timer thread. */
 enum { DRIVE_HERE, DRIVE_DRIVER, DRIVE_TIMER_THREAD };
 
+/* Every member released: fired or cancelled, and done. */
+static int batch_settled(void)
+{
+    int i;
+    for (i = 0; i < BATCH; i++)
+        if (atomic_load(&batch[i].released) != 1)
+            return 0;
+    return 1;
+}
+
 static void batch_check(void)
 {
     int i;
@@ -578,17 +587,7 @@ static void test_callback_cancels_same_batch(void **state)
                 driver_go(&d, 3);
                 driver_wait(&d);
             } else {
-                uint64_t end = thr_now_us() + THR_HANG_US;
-                int settled = 0;
-                while (!settled && thr_now_us() < end) {
-                    int i;
-                    settled = 1;
-                    for (i = 0; i < BATCH; i++)
-                        if (atomic_load(&batch[i].released) != 1)
-                            settled = 0;
-                    if (!settled)
-                        thr_sleep_us(100);
-                }
+                THR_WAIT_UNTIL(batch_settled());
             }
             batch_check();
         }
@@ -850,7 +849,7 @@ static int races_teardown(void **state)
 }
 
 #undef THR_T
-#define THR_T(f, name, kind) { #f "/" name, f, NULL, races_teardown, &(kind) }
+#define THR_T(f, name, kind) THR_CASE(f, name, kind, races_teardown)
 
 int main(void)
 {

@@ -188,8 +188,10 @@ static void *producer_main(void *argument)
          * (if nobody did it yet), so only a few hundred keep firing */
         if (i >= WINDOW && atomic_load(&mine[i - WINDOW].periodic))
             try_cancel(&mine[i - WINDOW]);
-        if (i % 4096 == 0)
+        if (i % 4096 == 0) {
             (void)tw_next_expiry(S->w);
+            thr_progress();
+        }
     }
     atomic_fetch_add(&S->added, added);
 
@@ -208,6 +210,7 @@ static void *loop_driver(void *argument)
         if (r < 0)
             atomic_fetch_add(&S->errors, 1);
         atomic_fetch_add_explicit(&S->driver_calls, 1, memory_order_relaxed);
+        thr_progress();
         thr_sleep_us(50);
     }
     return NULL;
@@ -259,9 +262,7 @@ static void run_stress(int kind, enum drive drive)
         thr_join(threads[p]);
 
     /* everything left fires within the longest delay */
-    end = thr_now_us() + 4 * THR_HANG_US;
-    while (tw_count(S->w) != 0 && thr_now_us() < end)
-        thr_sleep_us(1000);
+    THR_WAIT_UNTIL(tw_count(S->w) == 0);
     if (drive == DRIVE_LOOP) {
         atomic_store(&S->stop_driver, 1);
         thr_join(driver);
