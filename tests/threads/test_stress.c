@@ -16,8 +16,8 @@
  *
  * Parameters (environment):
  *   TWHEEL_THREADS      producers (default 4)
- *   TWHEEL_STRESS_OPS   timers added per producer per test (default 800000;
- *                       100000 when built with ThreadSanitizer)
+ *   TWHEEL_STRESS_OPS   timers added per producer per test (default 200000;
+ *                       25000 when built with ThreadSanitizer)
  *   TWHEEL_STRESS_SEED  seed of the producers' random choices (default 1)
  * Each test prints its parameters and the wheel's counters.
  */
@@ -220,7 +220,7 @@ enum drive { DRIVE_LOOP, DRIVE_THREAD };
 
 static void run_stress(int kind, enum drive drive)
 {
-    uint64_t ops = thr_env("TWHEEL_STRESS_OPS", THR_TSAN ? 100000 : 800000);
+    uint64_t ops = thr_env("TWHEEL_STRESS_OPS", THR_TSAN ? 25000 : 200000);
     int producers = (int)thr_env("TWHEEL_THREADS", 4);
     uint64_t total, i, fired = 0, cancelled = 0, begin = thr_now_us(), end;
     uint64_t problems = 0;
