@@ -121,16 +121,37 @@ static void lock_event(struct tw_wheel *w, int what)
     }
 }
 
+/* For the watchdog's message: where the lock stands. */
+static void describe_lock(void)
+{
+    tw_wheel *w = ev.w;
+    unsigned word, asleep;
+    if (!w)
+        return;
+    word = spin_load_sc(&w->locked);
+    asleep = spin_load_sc(&w->driver_waiting);
+    fprintf(stderr,
+            "the lock: %s%s%s, %u producers passed the driver; the driver "
+            "%s; %d threads waiting in the lock\n",
+            word & LOCK_HELD ? "held" : "free",
+            word & LOCK_SLEEPERS ? ", producers may sleep" : "",
+            word & LOCK_DRIVER ? ", the driver waits" : "", word / LOCK_PASS,
+            asleep == DRIVER_ASLEEP ? "sleeps" : "does not sleep",
+            atomic_load(&ev.waiting));
+}
+
 static void watch(tw_wheel *w)
 {
     memset(&ev, 0, sizeof ev);
     thr_gate_init(&ev.about_to_sleep);
     thr_gate_init(&ev.let_go);
     ev.w = w;
+    atomic_store(&thr_watch.describe, describe_lock);
 }
 
 static void unwatch(void)
 {
+    atomic_store(&thr_watch.describe, NULL);
     ev.w = NULL;
     thr_gate_destroy(&ev.about_to_sleep);
     thr_gate_destroy(&ev.let_go);

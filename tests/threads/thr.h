@@ -120,6 +120,7 @@ static struct {
     _Atomic(const char *) file;
     atomic_int line;
     atomic_int started;
+    void (*_Atomic describe)(void); /* a test's own state, for the message */
 } thr_watch;
 
 /* Something moved: any thread may say so, as often as it likes. */
@@ -156,6 +157,8 @@ static void *thr_watchdog_main(void *argument)
                     (unsigned long long)(limit / 1000000u),
                     atomic_load(&thr_watch.file), atomic_load(&thr_watch.line),
                     atomic_load(&thr_watch.what));
+            if (atomic_load(&thr_watch.describe))
+                atomic_load(&thr_watch.describe)();
             fflush(stderr);
             abort();
         }
@@ -168,6 +171,7 @@ static inline void thr_watch_test(const char *name)
 {
     pthread_t thread;
     atomic_store(&thr_watch.test, name);
+    atomic_store(&thr_watch.describe, NULL);
     thr_note_at("test started", __FILE__, __LINE__);
     thr_progress();
     if (atomic_exchange(&thr_watch.started, 1) == 0 &&
