@@ -209,15 +209,10 @@ static inline struct thr_poll thr_poll_begin(const char *what, const char *file,
     return p;
 }
 
-static inline int thr_poll_next(struct thr_poll *p)
+/* 0 once nothing has progressed for THR_HANG_US since the wait began. */
+static inline int thr_poll_check(struct thr_poll *p)
 {
-    uint64_t progress = atomic_load(&thr_watch.progress), now;
-    if (++p->polls <= 16) {
-        sched_yield();
-        return 1;
-    }
-    thr_sleep_us(p->polls < 64 ? 20 : p->polls < 256 ? 200 : 1000);
-    now = thr_now_us();
+    uint64_t progress = atomic_load(&thr_watch.progress), now = thr_now_us();
     if (progress != p->progress) {
         p->progress = progress;
         p->since = now;
@@ -228,6 +223,16 @@ static inline int thr_poll_next(struct thr_poll *p)
         return 0;
     }
     return 1;
+}
+
+static inline int thr_poll_next(struct thr_poll *p)
+{
+    if (++p->polls <= 16) {
+        sched_yield();
+        return 1;
+    }
+    thr_sleep_us(p->polls < 64 ? 20 : p->polls < 256 ? 200 : 1000);
+    return thr_poll_check(p);
 }
 
 /* Waits until `cond` holds or the wait gives up (then `cond` is false). */
@@ -331,24 +336,18 @@ static inline int thr_gate_wait_at(struct thr_gate *g, uint64_t want,
         if (atomic_load_explicit(&g->value, memory_order_acquire) >= want)
             return 1;
     poll = thr_poll_begin(what, file, line);
-    poll.polls = 1000; /* no yields: sleep at once, in 1 ms slices */
     pthread_mutex_lock(&g->mutex);
     atomic_fetch_add(&g->sleepers, 1);
     while (atomic_load(&g->value) < want) {
-        struct timespec until;
+        struct timespec until; /* 10 ms: a look at the hang limit */
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 1000000;
+        until.tv_nsec += 10000000;
         if (until.tv_nsec >= 1000000000) {
             until.tv_sec++;
             until.tv_nsec -= 1000000000;
         }
         pthread_cond_timedwait(&g->cond, &g->mutex, &until);
-        if (atomic_load(&g->value) >= want)
-            break;
-        pthread_mutex_unlock(&g->mutex);
-        ok = thr_poll_next(&poll);
-        pthread_mutex_lock(&g->mutex);
-        if (!ok)
+        if (atomic_load(&g->value) < want && !(ok = thr_poll_check(&poll)))
             break;
     }
     atomic_fetch_sub(&g->sleepers, 1);
