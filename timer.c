@@ -1472,14 +1472,18 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
  * TW_LOCK_ADAPTIVE (the default) puts a producer that finds the lock taken
  * to sleep in the kernel at once (a futex on Linux), as glibc's mutex does:
  * a waiter never burns the time slice that a preempted holder needs, which
- * is what survives more threads than cores. Lock word: 0 free, 1 held, 2
- * held and a thread may sleep on it (unlock wakes one). The driver is
- * served first without ever reserving the lock for a sleeping thread: it
- * spins a little, then sleeps on its own word, `driver_waiting`, and an
- * unlock wakes it ahead of any producer. Producers still take a free lock:
- * standing back for a driver that is preempted leaves the lock idle, and
- * handing the lock to a thread that is asleep leaves it idle until that
- * thread gets a core; on a loaded machine either one collapses.
+ * is what survives more threads than cores. The driver is served first, to
+ * a bound: it spins a little, then sleeps on its own word, `driver_waiting`,
+ * and an unlock wakes it ahead of any producer. While it waits, producers
+ * may still take a free lock, but at most DRIVER_PASSES of them: a driver
+ * woken but not yet running (on a loaded machine it may wait a time slice
+ * for a core) would otherwise be passed by every producer that runs. After
+ * that many, producers sleep until the driver has had the lock. The lock is
+ * never reserved before then: standing back for a driver that is preempted
+ * leaves the lock idle, and handing it to a thread that is asleep leaves it
+ * idle until that thread gets a core; on a loaded machine either one,
+ * paid on every acquisition, collapses. Paid once per DRIVER_PASSES
+ * producers, it is the price of the bound.
  *
  * TW_LOCK_SPIN is test-and-test-and-set: pause, then yield, then nap, with
  * producers standing back while the driver waits. It is cheapest when
@@ -1488,6 +1492,28 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
 
 #define DRIVER_SPINS 64 /* pauses before the driver sleeps */
 #define DRIVER_ASLEEP 1u /* in driver_waiting, for the adaptive lock */
+
+/* The adaptive lock's word, `locked`: */
+#define LOCK_HELD 1u     /* a thread holds the lock */
+#define LOCK_SLEEPERS 2u /* producers may sleep on the word: wake one */
+#define LOCK_DRIVER 4u   /* the driver waits for the lock */
+#define LOCK_PASS 8u     /* times LOCK_PASS: producers that took it since */
+#define DRIVER_PASSES 8u /* producers that may take the lock ahead of it */
+
+/* Test hooks: tests/threads/test_lock_bound.c compiles this file in with
+ * TW_TEST_LOCK_EVENT defined, to watch the adaptive lock; here they are
+ * nothing. */
+#ifndef TW_TEST_LOCK_EVENT
+#define TW_TEST_LOCK_EVENT(w, what) ((void)0)
+#endif
+enum lock_event {
+    LOCK_EV_PRODUCER_WAITS, /* a producer found the lock taken */
+    LOCK_EV_PRODUCER_TOOK,  /* a producer has the lock */
+    LOCK_EV_DRIVER_WAITS,   /* the driver found the lock taken */
+    LOCK_EV_DRIVER_ASKS,    /* ... and said so: producers count from here */
+    LOCK_EV_DRIVER_SLEEPS,  /* ... spun in vain, about to say it sleeps */
+    LOCK_EV_DRIVER_TOOK     /* the driver has the lock */
+};
 
 static void cpu_pause(void)
 {
@@ -1559,42 +1585,68 @@ static int adaptive_try(tw_wheel *w, unsigned value)
     return spin_claim(&w->locked, &expected, value);
 }
 
-/* A producer sleeps as soon as the lock is taken. It may take a free lock
- * even while the driver waits: standing back would leave the lock idle
- * whenever the waiting driver is preempted, the collapse of the spinlock.
- * The driver's priority comes from being woken first instead. */
+/* The driver has been passed DRIVER_PASSES times: the lock is its next. */
+static int driver_due(unsigned word)
+{
+    return (word & LOCK_DRIVER) && word / LOCK_PASS >= DRIVER_PASSES;
+}
+
+/* A producer sleeps as soon as the lock is taken, or is the driver's next.
+ * While the driver waits (LOCK_DRIVER), even a free lock is taken here, not
+ * by the fast path, so that each producer passing the driver is counted. */
 static COLD void adaptive_wait(tw_wheel *w)
 {
+    unsigned word = spin_load(&w->locked);
     for (;;) {
-        unsigned held = spin_load(&w->locked);
-        /* claimed as "2": we may have slept, so others may sleep too */
-        if (held == 0 && adaptive_try(w, 2u))
-            return;
-        if (held == 2 || (held == 1 && spin_claim(&w->locked, &held, 2u)) ||
-            held == 2)
-            park(&w->locked, 2u);
+        if (!(word & LOCK_HELD) && !driver_due(word)) {
+            /* with "sleepers": we may have slept, so others may sleep too */
+            unsigned next = word | LOCK_HELD | LOCK_SLEEPERS;
+            if (word & LOCK_DRIVER)
+                next += LOCK_PASS;
+            if (spin_claim(&w->locked, &word, next))
+                return;
+        } else if ((word & LOCK_SLEEPERS) ||
+                   spin_claim(&w->locked, &word, word | LOCK_SLEEPERS)) {
+            park(&w->locked, word | LOCK_SLEEPERS);
+            word = spin_load(&w->locked);
+        }
     }
 }
 
-/* The driver: spins a little, then sleeps until an unlock wakes it, and
+/* The driver says it waits (LOCK_DRIVER, which also sends producers to the
+ * counting path), spins a little, then sleeps until an unlock wakes it, and
  * spins again. Dekker's pattern keeps that wake-up from being missed: the
  * driver says "asleep" and then looks at the lock; an unlock frees the lock
  * and then looks for a sleeping driver (all sequentially consistent), so at
- * least one of them sees the other. Once woken it claims the lock as "2":
- * a producer it was woken instead of may be asleep, and the driver's own
- * unlock must wake it. */
+ * least one of them sees the other. Once woken it claims the lock with
+ * "sleepers": a producer it was woken instead of may be asleep, and the
+ * driver's own unlock must wake it. Its claim clears LOCK_DRIVER and the
+ * count of producers that passed it. */
 static COLD void adaptive_wait_driver(tw_wheel *w)
 {
-    unsigned spins, value = 1u, state;
+    unsigned spins, word = spin_load(&w->locked), slept = 0, state;
+    for (;;) {
+        if (word & LOCK_HELD) {
+            if (spin_claim(&w->locked, &word, word | LOCK_DRIVER))
+                break;
+        } else if (spin_claim(&w->locked, &word, word | LOCK_HELD)) {
+            return; /* freed meanwhile: not a wait */
+        }
+    }
+    TW_TEST_LOCK_EVENT(w, LOCK_EV_DRIVER_ASKS);
     for (;;) {
         for (spins = 0; spins < DRIVER_SPINS; spins++) {
-            if (!spin_load(&w->locked) && adaptive_try(w, value))
+            word = spin_load(&w->locked);
+            if (!(word & LOCK_HELD) &&
+                spin_claim(&w->locked, &word,
+                           (word & LOCK_SLEEPERS) | slept | LOCK_HELD))
                 return;
             cpu_pause();
         }
-        value = 2u;
+        slept = LOCK_SLEEPERS;
+        TW_TEST_LOCK_EVENT(w, LOCK_EV_DRIVER_SLEEPS);
         spin_store_sc(&w->driver_waiting, DRIVER_ASLEEP);
-        if (spin_load_sc(&w->locked) != 0)
+        if (spin_load_sc(&w->locked) & LOCK_HELD)
             park(&w->driver_waiting, DRIVER_ASLEEP);
         state = DRIVER_ASLEEP; /* woken, timed out, or never slept */
         spin_claim_sc(&w->driver_waiting, &state, 0u);
@@ -1602,17 +1654,27 @@ static COLD void adaptive_wait_driver(tw_wheel *w)
 }
 
 /* Frees the adaptive lock and wakes one sleeper: the driver when it sleeps
- * (preferred to producers), else a producer when one may sleep. The lock
- * is never handed to a sleeping thread: with more threads than cores a
- * woken thread may wait a whole time slice for a core, and a lock reserved
- * for it would stand idle all that time (a ticket lock's collapse). */
+ * (preferred to producers), else a producer when one may sleep, unless the
+ * driver is due: then the sleepers stay asleep, marked, for the driver's
+ * unlock to wake. The lock is never handed to a sleeping thread: with more
+ * threads than cores a woken thread may wait a whole time slice for a
+ * core, and a lock reserved for it would stand idle all that time (a ticket
+ * lock's collapse). Nobody waiting, it is one compare-and-swap. */
 static void adaptive_release(tw_wheel *w)
 {
-    unsigned held = spin_exchange_sc(&w->locked, 0u), state = DRIVER_ASLEEP;
-    if (spin_load_sc(&w->driver_waiting) == DRIVER_ASLEEP &&
+    unsigned word = LOCK_HELD, next, state = DRIVER_ASLEEP;
+    if (spin_claim_sc(&w->locked, &word, 0u))
+        return;
+    do { /* a driver that is due is next: its unlock wakes the sleepers */
+        next = word & ~LOCK_HELD;
+        if (!driver_due(word))
+            next &= ~LOCK_SLEEPERS;
+    } while (!spin_claim_sc(&w->locked, &word, next));
+    if ((word & LOCK_DRIVER) &&
+        spin_load_sc(&w->driver_waiting) == DRIVER_ASLEEP &&
         spin_claim_sc(&w->driver_waiting, &state, 0u))
         unpark(&w->driver_waiting, 1);
-    else if (held == 2)
+    else if ((word & LOCK_SLEEPERS) && !(next & LOCK_SLEEPERS))
         unpark(&w->locked, 1);
 }
 
@@ -1625,18 +1687,24 @@ static HOT_INLINE void acquire(tw_wheel *w, int driver)
     if (w->lock_kind == TW_LOCK_NONE) /* first: it has nothing else to pay */
         return;
     if (w->lock_kind == TW_LOCK_ADAPTIVE) {
-        if (!adaptive_try(w, 1u)) {
+        if (!adaptive_try(w, LOCK_HELD)) {
+            TW_TEST_LOCK_EVENT(w, driver ? LOCK_EV_DRIVER_WAITS
+                                         : LOCK_EV_PRODUCER_WAITS);
             if (driver)
                 adaptive_wait_driver(w);
             else
                 adaptive_wait(w);
         }
     } else if (w->lock_kind == TW_LOCK_SPIN) {
-        if (!((driver || !spin_load(&w->driver_waiting)) && spin_try(w)))
+        if (!((driver || !spin_load(&w->driver_waiting)) && spin_try(w))) {
+            TW_TEST_LOCK_EVENT(w, driver ? LOCK_EV_DRIVER_WAITS
+                                         : LOCK_EV_PRODUCER_WAITS);
             spin_wait(w, driver);
+        }
     } else {
         pthread_mutex_lock(&w->mutex);
     }
+    TW_TEST_LOCK_EVENT(w, driver ? LOCK_EV_DRIVER_TOOK : LOCK_EV_PRODUCER_TOOK);
 }
 
 static HOT_INLINE void lock(tw_wheel *w)

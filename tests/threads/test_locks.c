@@ -382,8 +382,11 @@ static void test_concurrent_producers(void **state)
      * hang here until the test's timeout) */
     for (i = 0; i < advances ||
                 atomic_load(&sh->producer_ops) < (uint64_t)advances * 10;
-         i++)
+         i++) {
         assert_true(tw_advance(sh->w, 1) >= 0);
+        if (i % 1024 == 0)
+            thr_progress();
+    }
     advances = i;
     atomic_store(&sh->driver_done, 1);
     for (i = 0; i <= PRODUCERS; i++)

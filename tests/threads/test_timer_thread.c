@@ -81,7 +81,6 @@ static void test_fake_clock(void **state)
 {
     int kind = thr_lock_of(state);
     tw_wheel *w;
-    uint64_t end;
 
     reset();
     atomic_store(&clock_us, 5000000);
@@ -93,9 +92,7 @@ static void test_fake_clock(void **state)
 
     /* 4.999 ms later the wheel reaches tick 4; the timer due at 5 waits */
     atomic_store(&clock_us, 5004999);
-    end = thr_now_us() + THR_HANG_US;
-    while (tw_now(w) < 4 && thr_now_us() < end)
-        sched_yield();
+    THR_WAIT_UNTIL(tw_now(w) >= 4);
     assert_int_equal(tw_now(w), 4);
     thr_sleep_us(2000); /* many more tw_expire calls at the same time */
     assert_int_equal(atomic_load(&fired), 0);
@@ -159,17 +156,13 @@ static void blocker_cb(tw_wheel *w, tw_id id, void *data)
 
 static void wait_for_count(tw_wheel *w, uint64_t count)
 {
-    uint64_t end = thr_now_us() + THR_HANG_US;
-    while (tw_count(w) != count && thr_now_us() < end)
-        sched_yield();
+    THR_WAIT_UNTIL(tw_count(w) == count);
     assert_int_equal(tw_count(w), count);
 }
 
 static void wait_for_tick(tw_wheel *w, uint64_t tick)
 {
-    uint64_t end = thr_now_us() + THR_HANG_US;
-    while (tw_now(w) < tick && thr_now_us() < end)
-        sched_yield();
+    THR_WAIT_UNTIL(tw_now(w) >= tick);
     assert_true(tw_now(w) >= tick);
 }
 
