@@ -231,7 +231,8 @@ EOF
 check_tree() {
     local p=$1 f
     for f in include/twheel/timer.h include/twheel/timer.hpp \
-        share/doc/twheel/LICENSE share/doc/twheel/README.md; do
+        share/doc/twheel/LICENSE share/doc/twheel/README.md \
+        share/doc/twheel/docs/guarantees.md; do
         [[ -f $p/$f ]] || fail "installed tree lacks $f"
     done
     cmp -s "$src/LICENSE" "$p/share/doc/twheel/LICENSE" || fail "installed LICENSE differs from the source's"
