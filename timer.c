@@ -1036,21 +1036,23 @@ static void rebase(tw_wheel *w, uint64_t clock)
     w->rebases++;
 }
 
-/* A reading below the wheel's last one, lock held. Either it was taken
- * before the lock while another thread's newer reading got in first (the
- * call is still in progress, so reading again now is as good a moment of
- * it), or the clock stepped back. A reading taken under the lock tells
- * them apart: on a clock that only moves forward it cannot lie below the
- * last one. A step back re-bases at once, so the delay of the call that
- * saw it counts from the clock as it now reads, and the step cannot make
- * that timer early when a later tw_expire sees the same clock. */
+/* Every reading a call counts from passes here, lock held, and becomes
+ * the wheel's last reading, so a step back from any of them is seen. A
+ * reading below the last one was either taken before the lock while
+ * another thread's newer reading got in first (the call is still in
+ * progress, so reading again now is as good a moment of it), or the clock
+ * stepped back. A reading taken under the lock tells them apart: on a
+ * clock that only moves forward it cannot lie below the last one. A step
+ * back re-bases at once, so the call that saw it counts from the clock as
+ * it now reads. */
 static uint64_t settle_reading(tw_wheel *w, uint64_t clock)
 {
-    if (clock >= w->last_clock_us)
-        return clock;
-    clock = read_clock(w);
-    if (clock < w->last_clock_us)
-        rebase(w, clock);
+    if (clock < w->last_clock_us) {
+        clock = read_clock(w);
+        if (clock < w->last_clock_us)
+            rebase(w, clock);
+    }
+    w->last_clock_us = clock;
     return clock;
 }
 
@@ -1081,28 +1083,26 @@ static uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
     uint64_t start;
     if (drive == TW_DRIVE_TICKS) /* decided since the reading was taken */
         return w->now + delay;
+    clock = settle_reading(w, clock);
     if (drive == TW_DRIVE_AUTO) {
         /* Not driven yet, so perhaps by tw_advance, which needs delays
          * exact in ticks. Count from `now`, and move the clock's reference
          * point here: tick `now` then starts no earlier than this call,
-         * and a first tw_expire cannot find the timer due early. */
+         * and a first tw_expire cannot find the timer due early. (After
+         * a step back the re-base did the same.) */
         if (clock > w->base_us) {
-            w->base_us = w->last_clock_us = clock;
+            w->base_us = clock;
             w->base_tick = w->now;
         }
         return w->now + delay;
     }
-    clock = settle_reading(w, clock);
     start = clock_tick(w, clock, delay != 0);
     if (delay == 0 && w->driving && start > w->drive_target)
         start = w->drive_target; /* on the due queue: see schedule_call */
     if (start - w->now > TW_MAX_DELAY - delay) {
         if (w->live || w->driving)
             return TW_NEVER;
-        /* empty: what a tw_expire would do, firing nothing; its reading
-         * becomes the last one, so a step back from it is seen */
-        w->now = start;
-        w->last_clock_us = clock;
+        w->now = start; /* empty: what a tw_expire would do, firing nothing */
     }
     return start + delay;
 }
@@ -2111,10 +2111,11 @@ static int64_t expire(tw_wheel *w, int timer_thread)
 {
     uint64_t clock, elapsed, target, rebases;
     /* Claim the driver role first, then read the clock unlocked (a clock_fn
-     * may be slow): a reading taken before another driver's newer one would
-     * look like the clock going backwards. An add that re-based meanwhile
-     * (it saw the clock step back) may hold a reading newer than ours: ours
-     * could then be from before the step, so read again, after it. */
+     * may be slow). An add may record a newer reading meanwhile: ours then
+     * looks lower, and settle_reading reads again under the lock. An add
+     * that re-based meanwhile (it saw the clock step back) makes ours
+     * possibly from before the step, higher than the clock now: read again
+     * after it. */
     if (begin_drive(w))
         return -EBUSY;
     w->driving = 1;
@@ -2137,7 +2138,6 @@ static int64_t expire(tw_wheel *w, int timer_thread)
          * for every call. */
         return drive(w, w->now);
     }
-    w->last_clock_us = clock;
     /* A reference point ahead of the clock (a re-base kept tw_advance's
      * lead): no tick yet. */
     elapsed = clock > w->base_us ? (clock - w->base_us) / w->tick_us : 0;

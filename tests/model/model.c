@@ -211,16 +211,17 @@ static uint64_t delay_start(struct model *m, uint64_t delay)
     if (m->drive == TW_DRIVE_TICKS)
         return m->now;
     uint64_t us = m->config.clock_fn(m->config.clock_context);
+    if (us < m->last_us)
+        model_rebase(m, us); /* the clock stepped back: seen here first */
+    m->last_us = us;        /* every reading becomes the last one */
     if (m->drive == TW_DRIVE_AUTO) {
         if (us > m->base_us) {
-            m->base_us = m->last_us = us;
+            m->base_us = us;
             m->base_tick = m->now;
         }
         return m->now;
     }
     uint64_t start = m->now;
-    if (us < m->last_us)
-        model_rebase(m, us); /* the clock stepped back: seen here first */
     if (us > m->base_us) {
         uint64_t tick = m->config.tick_us;
         /* rounded up, but delay 0 is due in the tick the clock is in */
@@ -238,8 +239,6 @@ static uint64_t delay_start(struct model *m, uint64_t delay)
         if (m->live > 0 || m->driving)
             return TW_NEVER;
         m->now = start; /* as an expire would, firing nothing */
-        if (us > m->last_us)
-            m->last_us = us;
     }
     return start;
 }

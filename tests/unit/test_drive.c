@@ -353,6 +353,49 @@ static void test_step_back_before_reschedule(void **state)
     CHECK(w);
 }
 
+/* Every call's reading counts as the wheel's last one, not only
+ * tw_expire's: a step back below an add's reading is seen, and the timer
+ * that add armed keeps the time it had left (it used to keep its place in
+ * the old timeline and run 47 ms late by the clock). */
+static void test_step_back_below_an_add_reading(void **state)
+{
+    (void)state;
+    const uint64_t T0 = 1000000000;
+    clk.us = T0;
+    tw_wheel *w = clock_wheel(TW_DRIVE_CLOCK);
+    assert_int_equal(expire_at(w, T0), 0);
+    clk.us = T0 + 50 * MS;
+    assert_int_not_equal(tw_add(w, 1, clock_cb, TAG(1)), 0); /* 1 ms left */
+    clk.us = T0 + 3 * MS;
+    assert_int_not_equal(tw_add(w, 2, clock_cb, TAG(2)), 0);
+    assert_int_equal(get_stats(w).rebases, 1);
+    assert_int_equal(expire_at(w, T0 + 4 * MS - 1), 0);
+    assert_int_equal(expire_at(w, T0 + 4 * MS), 1); /* the 1 ms it had left */
+    assert_int_equal(rec.f[0].tag, 1);
+    assert_int_equal(expire_at(w, T0 + 5 * MS), 1); /* 2 ms from its call */
+    assert_int_equal(rec.f[1].tag, 2);
+    CHECK(w);
+}
+
+/* The same on a TW_DRIVE_AUTO wheel before its first drive: an add that
+ * reads the clock below an earlier add's reading re-bases (its tick
+ * restarts at this add), so the first tw_expire finds both timers due on
+ * time instead of seeing a step and letting no tick pass. */
+static void test_step_back_between_auto_adds(void **state)
+{
+    (void)state;
+    const uint64_t T0 = 1000000000;
+    clk.us = T0 + 50 * MS;
+    tw_wheel *w = clock_wheel(TW_DRIVE_AUTO);
+    assert_int_not_equal(tw_add(w, 1, clock_cb, TAG(1)), 0);
+    clk.us = T0 + 3 * MS;
+    assert_int_not_equal(tw_add(w, 2, clock_cb, TAG(2)), 0);
+    assert_int_equal(get_stats(w).rebases, 1);
+    assert_int_equal(expire_at(w, T0 + 40 * MS), 2);
+    assert_int_equal(get_stats(w).rebases, 1);
+    CHECK(w);
+}
+
 /* A clock whose next reading (the one tw_expire takes before its lock)
  * is stale: while it is taken, an add on the same wheel sees the clock
  * step back and re-bases. That stands in for two threads: the driver reads
@@ -532,6 +575,8 @@ int main(void)
         T(test_step_back_before_add),
         T(test_step_back_before_reschedule),
         T(test_stale_driver_reading_after_step_back),
+        T(test_step_back_below_an_add_reading),
+        T(test_step_back_between_auto_adds),
         T(test_delay_zero_in_catch_up_is_due),
         T(test_driver_gone_too_long),
         T(test_config_sizes),
