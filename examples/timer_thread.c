@@ -559,7 +559,9 @@ int main(int argc, char **argv)
      * ticks plus one period is the lateness a healthy driver stays under. */
     double bound_ms = (2.0 * TICK_US + DRIVER_PERIOD_US) / 1000.0;
     double p99 = percentile_ms(sh, 0.99);
-    printf("  lateness   p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f ms\n",
+    printf("  lateness   p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f ms"
+           " (how long after its due tick\n             began, by the clock, each"
+           " callback ran)\n",
            percentile_ms(sh, 0.50), percentile_ms(sh, 0.90), p99,
            percentile_ms(sh, 0.999), (double)sh->worst_late_us / 1000.0);
     printf("             p99 %s 2 ticks + the driver's period = %.1f ms%s\n",
