@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The model test over a range of master seeds, as many at once as there are
-# cores: `meson test --suite long` runs it over seeds 1-2000 (about 55 min
+# cores: `meson test --suite long` runs it over seeds 1-2000 (over an hour
 # on 2 cores). Every failing seed is listed with the end of its report (the
 # shrunk program and its TWHEEL_REPLAY line); all seeds run even after one
 # fails.
