@@ -2131,13 +2131,10 @@ static int64_t expire(tw_wheel *w, int timer_thread)
     if (spin_load(&w->drive) == TW_DRIVE_AUTO)
         spin_store(&w->drive, (unsigned)TW_DRIVE_CLOCK);
     w->ticks_only = 0;
-    rebases = w->rebases;
+    /* After a re-base the clock lies in tick `now` when the last reading was
+     * this driver's; it lies further on when the last was an add's (the
+     * wheel had not caught up with it): either way, walk to it. */
     clock = settle_reading(w, clock);
-    if (w->rebases != rebases) {
-        /* No tick passes, but timers already due run, as delay 0 promises
-         * for every call. */
-        return drive(w, w->now);
-    }
     /* A reference point ahead of the clock (a re-base kept tw_advance's
      * lead): no tick yet. */
     elapsed = clock > w->base_us ? (clock - w->base_us) / w->tick_us : 0;

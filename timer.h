@@ -333,8 +333,10 @@ TW_EXPORT uint64_t tw_gettime(void);
  * wheel's last reading re-bases the wheel (or was already seen by an add or
  * reschedule, which re-based it): the wheel's ticks move back by the step,
  * tw_now() does not, the current tick keeps the part of it already gone and
- * every pending timer the time it had left; that call lets no tick pass,
- * and only timers already due (delay 0) run. A timer armed after the step
+ * every pending timer the time it had left; the call then walks to the
+ * clock's tick as always (when the last reading was the previous
+ * tw_expire's, that is the current tick: only timers already due run,
+ * delay 0 included). A timer armed after the step
  * counts from its call's reading: never early by a clock that only moved
  * forward since. Returns the number of callbacks run, -EINVAL
  * for NULL, -EBUSY when the wheel is already being driven (from a callback,

@@ -472,10 +472,8 @@ int64_t model_expire(struct model *m)
     if (m->drive == TW_DRIVE_AUTO)
         m->drive = TW_DRIVE_CLOCK;
     m->ticks_only = 0;
-    if (us < m->last_us) {
-        model_rebase(m, us);
-        return model_advance(m, 0); /* no tick passes; due timers run */
-    }
+    if (us < m->last_us)
+        model_rebase(m, us); /* then walk to the clock's tick, as always */
     m->last_us = us;
     /* the reference point may lie ahead of the clock (an add before the
        first drive read a later time; a re-base kept an advance's lead) */
