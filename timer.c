@@ -1088,12 +1088,10 @@ static uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
         /* Not driven yet, so perhaps by tw_advance, which needs delays
          * exact in ticks. Count from `now`, and move the clock's reference
          * point here: tick `now` then starts no earlier than this call,
-         * and a first tw_expire cannot find the timer due early. (After
-         * a step back the re-base did the same.) */
-        if (clock > w->base_us) {
-            w->base_us = clock;
-            w->base_tick = w->now;
-        }
+         * and a first tw_expire cannot find the timer due early. The
+         * reading is the latest (settle_reading re-based a lower one). */
+        w->base_us = clock;
+        w->base_tick = w->now;
         return w->now + delay;
     }
     start = clock_tick(w, clock, delay != 0);

@@ -214,11 +214,9 @@ static uint64_t delay_start(struct model *m, uint64_t delay)
     if (us < m->last_us)
         model_rebase(m, us); /* the clock stepped back: seen here first */
     m->last_us = us;        /* every reading becomes the last one */
-    if (m->drive == TW_DRIVE_AUTO) {
-        if (us > m->base_us) {
-            m->base_us = us;
-            m->base_tick = m->now;
-        }
+    if (m->drive == TW_DRIVE_AUTO) { /* tick now restarts at this call */
+        m->base_us = us;
+        m->base_tick = m->now;
         return m->now;
     }
     uint64_t start = m->now;

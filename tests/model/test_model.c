@@ -134,14 +134,6 @@ static void choose_seeds(void)
     seed_count = 2;
 }
 
-static void run_seed(enum scenario sc, uint64_t budget, uint64_t seed);
-
-static void run_scenario(enum scenario sc, uint64_t budget)
-{
-    for (size_t i = 0; i < seed_count; i++)
-        run_seed(sc, budget, seeds[i]);
-}
-
 static void run_seed(enum scenario sc, uint64_t budget, uint64_t seed)
 {
     struct failure *f = malloc(sizeof *f);
@@ -178,6 +170,12 @@ static void run_seed(enum scenario sc, uint64_t budget, uint64_t seed)
            rule.firings, rule.pending);
     program_free(&p);
     free(f);
+}
+
+static void run_scenario(enum scenario sc, uint64_t budget)
+{
+    for (size_t i = 0; i < seed_count; i++)
+        run_seed(sc, budget, seeds[i]);
 }
 
 static uint64_t total_ops(void)

@@ -263,25 +263,6 @@ static inline int thr_wait_int_at(atomic_int *p, int value, const char *what,
 #define thr_wait_int(p, value)                                                \
     thr_wait_int_at((p), (value), #p " >= " #value, __FILE__, __LINE__)
 
-static inline int thr_wait_u64_at(_Atomic uint64_t *p, uint64_t value,
-                                  const char *what, const char *file, int line)
-{
-    struct thr_poll poll = thr_poll_begin(what, file, line);
-    uint64_t seen = atomic_load(p);
-    while (seen < value) {
-        if (!thr_poll_next(&poll))
-            return 0;
-        if (atomic_load(p) != seen) {
-            seen = atomic_load(p);
-            thr_progress();
-        }
-    }
-    thr_progress();
-    return 1;
-}
-#define thr_wait_u64(p, value)                                                \
-    thr_wait_u64_at((p), (value), #p " >= " #value, __FILE__, __LINE__)
-
 /* A gate: a counter threads wait on until it reaches a value. A waiter
  * spins `spins` times first (a hand-off between running threads stays
  * fast), then sleeps on a condition variable until the counter is set. */
