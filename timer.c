@@ -179,6 +179,13 @@ enum thread_state { THREAD_IDLE = 0, THREAD_RUNNING, THREAD_STOPPING };
  * of the threads running hooks and are chained per wheel (newest first), so
  * tw_destroy can tell that it is called from inside one, and so teardown
  * can wait for hooks that other threads are running. */
+/* Who finishes a tw_destroy that could not free the wheel at once. */
+enum deferred_destroy {
+    NOT_DEFERRED,
+    DEFERRED_TO_CANCEL, /* called in a hook that tw_cancel runs */
+    DEFERRED_TO_DRIVER  /* called in a callback or a hook on the driver */
+};
+
 struct hook_frame {
     struct hook_frame *next;
     pthread_t thread;
@@ -225,7 +232,8 @@ struct tw_wheel {
     int driving;      /* inside tw_advance/tw_expire */
     int timer_thread_driving; /* ... called by the timer thread */
     int destroying;   /* tw_destroy is releasing and freeing */
-    int destroy_deferred; /* tw_destroy returned 0 from a cancel's hook */
+    int destroy_deferred; /* tw_destroy returned 0 and left the destroy to
+                             a caller further out: enum deferred_destroy */
     pthread_t driver; /* valid while driving */
     struct hook_frame *hooks; /* release hooks running now */
 
@@ -259,6 +267,8 @@ struct tw_wheel {
     /* release functions, remembered so a node needs one byte, not eight */
     tw_release *releases[MAX_RELEASES + 1];
     uint32_t release_count;
+    tw_release *on_destroy; /* told once the wheel is freed */
+    void *destroy_context;
 
     /* counters for tw_get_stats */
     uint64_t added, fired, cancelled, rescheduled, cascaded, rebases;
@@ -1138,7 +1148,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     }
     clock = call_clock(w);
     lock(w);
-    if (w->destroying)
+    if (w->destroying || w->destroy_deferred)
         error = EBUSY;
     else if (w->live >= w->max_timers)
         error = ENOSPC;
@@ -1320,6 +1330,8 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         w->running = NIL;
         if (w->cancel_waiters) /* they sleep until this callback is done */
             wake_cancel_waiters(w);
+        if (w->destroy_deferred == DEFERRED_TO_DRIVER)
+            break; /* destroyed from here: no further callback runs */
     }
     w->dispatching = LIST_NONE;
     return ran;
@@ -1337,17 +1349,23 @@ static int on_driver_thread(const tw_wheel *w)
     return w->driving && pthread_equal(w->driver, pthread_self());
 }
 
-/* Called with the lock held; returns with it released. */
-static int64_t drive(tw_wheel *w, uint64_t target)
+static void teardown(tw_wheel *w);
+static void finish_deferred_destroy(tw_wheel *w);
+
+/* Called with the lock held; returns with it released. A callback or hook
+ * that destroyed the wheel ends the walk; the wheel is then freed here, and
+ * *destroyed (when given) says so. */
+static int64_t drive(tw_wheel *w, uint64_t target, int *destroyed)
 {
     int64_t ran;
+    int destroy;
     unsigned list = w->due_list;
     w->driving = 1;
     w->drive_target = target;
     w->driver = pthread_self();
     w->due_list = list == LIST_DUE_A ? LIST_DUE_B : LIST_DUE_A;
     ran = run_batch(w, list);
-    for (;;) {
+    while (w->destroy_deferred != DEFERRED_TO_DRIVER) {
         uint64_t step = next_event(w, &list);
         if (step == TW_NEVER || step > target - w->now)
             break;
@@ -1356,10 +1374,16 @@ static int64_t drive(tw_wheel *w, uint64_t target)
             cascade(w);
         ran += run_batch(w, (uint32_t)w->now & NEAR_MASK);
     }
-    w->now = target;
+    destroy = w->destroy_deferred == DEFERRED_TO_DRIVER;
+    if (!destroy)
+        w->now = target;
     w->driving = w->timer_thread_driving = 0;
     unlock(w);
     end_drive_claim(w);
+    if (destroy)
+        finish_deferred_destroy(w);
+    if (destroyed)
+        *destroyed = destroy;
     return ran;
 }
 
@@ -1847,6 +1871,8 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     w->max_timers = c.max_timers ? c.max_timers : UINT64_MAX;
     w->clock_fn = c.clock_fn;
     w->clock_context = c.clock_context;
+    w->on_destroy = c.on_destroy;
+    w->destroy_context = c.destroy_context;
     w->clock_id = CLOCK_MONOTONIC;
 #ifdef CLOCK_MONOTONIC_COARSE
     if (c.clock == TW_CLOCK_MONOTONIC_COARSE) {
@@ -1876,6 +1902,8 @@ static void wait_until_alone(tw_wheel *w)
  * timer thread stopped, the decision to destroy taken. */
 static void teardown(tw_wheel *w)
 {
+    tw_release *on_destroy = w->on_destroy;
+    void *destroy_context = w->destroy_context;
     unsigned list;
     uint32_t index;
     lock(w);
@@ -1905,6 +1933,27 @@ static void teardown(tw_wheel *w)
         pthread_mutex_destroy(&w->mutex);
     destroy_thread_state(w);
     w->realloc_fn(w, 0, w->alloc_context);
+    if (on_destroy)
+        on_destroy(destroy_context);
+}
+
+/* The end of a tw_destroy called from a callback or a hook on the driver;
+ * the drive is over. The timer thread cannot join itself: it detaches and
+ * frees the wheel as its last act. */
+static void finish_deferred_destroy(tw_wheel *w)
+{
+    int on_timer_thread;
+    pthread_mutex_lock(&w->sleep_mutex);
+    on_timer_thread = w->thread_state != THREAD_IDLE &&
+                      pthread_equal(w->thread, pthread_self());
+    if (on_timer_thread) {
+        w->thread_state = THREAD_IDLE;
+        pthread_detach(w->thread);
+    }
+    pthread_mutex_unlock(&w->sleep_mutex);
+    if (!on_timer_thread)
+        tw_thread_stop(w);
+    teardown(w);
 }
 
 /* The re-entrancy rules of tw_destroy (see timer.h): refused from the
@@ -1918,9 +1967,17 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
     if (!w)
         return 0;
     lock(w);
-    if (on_driver_thread(w) || w->destroying || w->destroy_deferred) {
+    if (w->destroying || w->destroy_deferred) {
         unlock(w);
         return -EBUSY;
+    }
+    if (on_driver_thread(w)) {
+        /* From a callback or a hook on the driver (a cancel's hook inside
+         * a callback included): the batch stops after it and the driving
+         * call frees the wheel as it returns. */
+        w->destroy_deferred = DEFERRED_TO_DRIVER;
+        unlock(w);
+        return 0;
     }
     for (frame = w->hooks; frame; frame = frame->next)
         if (pthread_equal(frame->thread, pthread_self()))
@@ -1930,7 +1987,7 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
          * tw_cancel calls destroys the wheel once its hook has returned,
          * so no caller further in still holds a wheel that was freed. */
         outermost->destroy = 1;
-        w->destroy_deferred = 1;
+        w->destroy_deferred = DEFERRED_TO_CANCEL;
         unlock(w);
         return 0;
     }
@@ -2040,19 +2097,22 @@ TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
     return cancel_rest(w, n, index);
 }
 
-TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
+/* KEEP_INTERVAL: tw_reschedule, which leaves the interval as it is. */
+#define KEEP_INTERVAL UINT64_MAX
+
+static int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
 {
     uint32_t index;
     struct node *n;
     uint64_t clock, due;
     if (!w)
         return -EINVAL;
-    if (delay > TW_MAX_DELAY)
+    if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
         return -ERANGE;
     clock = call_clock(w);
     lock(w);
     n = node_of(w, id, &index);
-    if (!n || w->destroying ||
+    if (!n || w->destroying || w->destroy_deferred ||
         !(n->state == NODE_LINKED || (n->state == NODE_DETACHED && n->interval))) {
         unlock(w);
         return 0;
@@ -2068,21 +2128,34 @@ TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
     }
     if (n->state == NODE_LINKED)
         unlink_node(w, n);
+    /* A periodic timer made a one-shot while its callback runs is linked
+     * again below, so run_batch leaves it alone; its id dies when it next
+     * starts, as any one-shot's. */
+    if (interval != KEEP_INTERVAL)
+        n->interval = (uint32_t)interval;
     schedule_call(w, index, n, due, delay);
     w->rescheduled++;
     unlock(w);
     return 1;
 }
 
-TW_EXPORT uint64_t tw_remaining(tw_wheel *w, tw_id id)
+TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
+{
+    return reschedule(w, id, delay, KEEP_INTERVAL);
+}
+
+TW_EXPORT int tw_reschedule_ex(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
+{
+    return reschedule(w, id, delay, interval);
+}
+
+/* Ticks from now to a timer's next firing, TW_NEVER when not live; lock
+ * held. */
+static uint64_t remaining_locked(const tw_wheel *w, tw_id id)
 {
     uint32_t index;
-    const struct node *n;
+    const struct node *n = node_of(w, id, &index);
     uint64_t result = TW_NEVER;
-    if (!w)
-        return TW_NEVER;
-    lock(w);
-    n = node_of(w, id, &index);
     if (n && n->state == NODE_LINKED && (n->list & DUE_FLAG)) {
         result = 0; /* the next call runs it, whatever its due tick */
     } else if (n && n->state == NODE_LINKED) {
@@ -2092,6 +2165,16 @@ TW_EXPORT uint64_t tw_remaining(tw_wheel *w, tw_id id)
         uint64_t next = w->running_due + n->interval;
         result = next > w->now ? next - w->now : 0;
     }
+    return result;
+}
+
+TW_EXPORT uint64_t tw_remaining(tw_wheel *w, tw_id id)
+{
+    uint64_t result;
+    if (!w)
+        return TW_NEVER;
+    lock(w);
+    result = remaining_locked(w, id);
     unlock(w);
     return result;
 }
@@ -2105,7 +2188,7 @@ TW_EXPORT uint64_t tw_gettime(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static int64_t expire(tw_wheel *w, int timer_thread)
+static int64_t expire(tw_wheel *w, int timer_thread, int *destroyed)
 {
     uint64_t clock, elapsed, target, rebases;
     /* Claim the driver role first, then read the clock unlocked (a clock_fn
@@ -2144,14 +2227,14 @@ static int64_t expire(tw_wheel *w, int timer_thread)
         return -ERANGE;
     }
     target = w->base_tick + elapsed;
-    return drive(w, target > w->now ? target : w->now);
+    return drive(w, target > w->now ? target : w->now, destroyed);
 }
 
 TW_EXPORT int64_t tw_expire(tw_wheel *w)
 {
     if (!w)
         return -EINVAL;
-    return expire(w, 0);
+    return expire(w, 0, NULL);
 }
 
 TW_EXPORT int64_t tw_advance(tw_wheel *w, uint64_t ticks)
@@ -2169,7 +2252,7 @@ TW_EXPORT int64_t tw_advance(tw_wheel *w, uint64_t ticks)
         end_drive_claim(w);
         return -ERANGE;
     }
-    return drive(w, w->now + ticks);
+    return drive(w, w->now + ticks, NULL);
 }
 
 TW_EXPORT uint64_t tw_next_expiry(tw_wheel *w)
@@ -2215,6 +2298,59 @@ TW_EXPORT int32_t tw_timeout_ms(tw_wheel *w)
     return wait_us > INT32_MAX ? INT32_MAX : (int32_t)wait_us;
 }
 
+/* ==== API: absolute time ================================================
+ * Deadlines as readings of the wheel's own clock, for callers that sleep
+ * until a point in time (an event loop's timer, a C++ time_point) rather
+ * than for a number of ticks. */
+
+TW_EXPORT uint64_t tw_clock_us(tw_wheel *w)
+{
+    return w ? read_clock(w) : 0;
+}
+
+/* Lock held on entry, released on return. `ticks` from now (TW_NEVER for
+ * none) as the clock reading at which that tick's tw_expire() runs it: the
+ * tick's start by the reference point, which tw_expire() counts from. A
+ * wheel the clock does not drive has no such point: its ticks are placed
+ * from the clock as it reads now, one tick length each. */
+static uint64_t deadline_unlock(tw_wheel *w, uint64_t ticks)
+{
+    const uint64_t latest = UINT64_MAX - 1; /* UINT64_MAX is TW_NEVER */
+    uint64_t start_us, span;
+    if (ticks == TW_NEVER) {
+        unlock(w);
+        return TW_NEVER;
+    }
+    if (!w->ticks_only) {
+        span = w->now + ticks - w->base_tick; /* base_tick <= now always */
+        start_us = w->base_us;
+        unlock(w);
+    } else {
+        span = ticks;
+        unlock(w);
+        start_us = read_clock(w);
+    }
+    if (span > (latest - start_us) / w->tick_us)
+        return latest;
+    return start_us + span * w->tick_us;
+}
+
+TW_EXPORT uint64_t tw_deadline_us(tw_wheel *w, tw_id id)
+{
+    if (!w)
+        return TW_NEVER;
+    lock(w);
+    return deadline_unlock(w, remaining_locked(w, id));
+}
+
+TW_EXPORT uint64_t tw_next_deadline_us(tw_wheel *w)
+{
+    if (!w)
+        return TW_NEVER;
+    lock(w);
+    return deadline_unlock(w, next_expiry_locked(w, 0));
+}
+
 /* ==== API: timer thread =================================================
  * skynet's dedicated timer thread: tw_expire every period, sleeping on a
  * condition variable so that stop wakes it at once. */
@@ -2226,7 +2362,10 @@ static void *timer_thread_main(void *argument)
     pthread_mutex_lock(&w->sleep_mutex);
     while (w->thread_state == THREAD_RUNNING) {
         pthread_mutex_unlock(&w->sleep_mutex);
-        expire(w, 1);
+        int destroyed = 0;
+        expire(w, 1, &destroyed);
+        if (destroyed)
+            return NULL; /* a callback destroyed the wheel; detached */
         clock_gettime(CLOCK_MONOTONIC, &deadline);
         deadline.tv_nsec += (long)(w->period_us % 1000000u) * 1000;
         deadline.tv_sec += (time_t)(w->period_us / 1000000u);
@@ -2577,6 +2716,10 @@ static const struct tw_api api_table = {
     tw_tick_us,
     tw_get_stats,
     tw_check,
+    tw_reschedule_ex,
+    tw_clock_us,
+    tw_deadline_us,
+    tw_next_deadline_us,
 };
 
 TW_EXPORT const struct tw_api *tw_get_api(uint32_t version)

@@ -23,14 +23,14 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 
 #define TW_VERSION_MAJOR 1
-#define TW_VERSION_MINOR 1
+#define TW_VERSION_MINOR 2
 #define TW_VERSION_PATCH 0
 #define TW_VERSION_HEX                                                        \
     ((TW_VERSION_MAJOR << 16) | (TW_VERSION_MINOR << 8) | TW_VERSION_PATCH)
-#define TW_VERSION_STRING "1.1.0"
+#define TW_VERSION_STRING "1.2.0"
 
 /* Version of the function table returned by tw_get_api(). */
-#define TW_API_VERSION 1
+#define TW_API_VERSION 2
 
 /* Symbols are exported with default visibility from the shared library. An
  * embedder that compiles timer.c into its own tree may define TW_EXPORT
@@ -136,6 +136,13 @@ struct tw_config {
     int drive;                  /* enum tw_drive_kind; default TW_DRIVE_AUTO
                                    (a config from a 1.0 header, whose size
                                    stops before this field, gets AUTO) */
+    tw_release *on_destroy;     /* optional (1.2): called once with
+                                   destroy_context right after the wheel has
+                                   been freed, every release hook having run:
+                                   at the end of tw_destroy(), or of the call
+                                   that finishes a deferred destroy. For state
+                                   that must live as long as the wheel. */
+    void *destroy_context;
 };
 
 /* Counters for operators. Set `size` to sizeof(struct tw_stats) before the
@@ -182,7 +189,7 @@ struct tw_stats {
  * reschedule (other)   works        works          works          0
  * remaining (own id)   NEVER/next   TW_NEVER       TW_NEVER       TW_NEVER
  * advance, expire      -EBUSY       -EBUSY         works          -EBUSY
- * destroy              -EBUSY       -EBUSY         0, deferred[3] -EBUSY
+ * destroy              0 [5]        0 [5]          0, deferred[3] -EBUSY
  * thread_start         works        works          works          -EBUSY
  * thread_stop          works [4]    works [4]      works          0
  * next_expiry, timeout_ms, now, count, tick_us, get_stats, check, and the
@@ -195,6 +202,14 @@ struct tw_stats {
  *     returns (pending timers released, none fired), then returns 1. The
  *     wheel must not be used after either call.
  * [4] -EDEADLK on the timer thread itself.
+ * [5] deferred to the driving call: the callback (or hook) goes on to its
+ *     end, no further callback runs, and tw_advance()/tw_expire() (or the
+ *     timer thread) releases every pending timer and frees the wheel as it
+ *     returns, then returns the callbacks run. From then on, add fails with
+ *     EBUSY and reschedule returns 0; cancel still works (a release hook
+ *     may cancel its neighbours). The caller of the driving call must not
+ *     use the wheel once it returns. A shutdown timer is this case. On the
+ *     timer thread, the thread frees the wheel and exits (detached).
  *
  * From another thread while a callback or hook runs, every call works as
  * from plain code, except: advance/expire -EBUSY while the wheel is driven;
@@ -224,14 +239,18 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config);
 /* Stops the timer thread if one runs (joining it, so a callback running on
  * it finishes first), hands every pending timer's user data to its release
  * hook (callbacks never run), and frees the wheel. Returns 0; 0 for NULL.
+ * From a callback, or a release hook run on the driving thread, it returns
+ * 0 and the destroy is deferred to the driving call: the batch stops after
+ * that callback and tw_advance()/tw_expire() (or the timer thread) frees
+ * the wheel as it returns (a shutdown timer). From a release hook that
+ * tw_cancel() runs on this thread outside any callback, it returns 0 and
+ * that tw_cancel() finishes the destroy as soon as the hook returns.
  * Returns -EBUSY and touches nothing (the timer thread keeps running) when
- * called from a callback or from a release hook run by the driver or by
- * tw_destroy, while another thread drives the wheel with tw_advance() or
- * tw_expire(), or while another thread runs one of its release hooks (but
- * the timer thread: its hooks, like its callbacks, finish before the join).
- * From a release hook that tw_cancel() runs on this thread (outside any
- * callback) it returns 0 and the destroy is deferred: that tw_cancel()
- * finishes it as soon as the hook returns. See "re-entrancy" above.
+ * called a second time, from a release hook run by tw_destroy, while
+ * another thread drives the wheel with tw_advance() or tw_expire(), or
+ * while another thread runs one of its release hooks (but the timer
+ * thread: its hooks, like its callbacks, finish before the join). See
+ * "re-entrancy" above. tw_config.on_destroy tells when the wheel is gone.
  * Any other use of the wheel by another thread during or after the call
  * is the caller's error. */
 TW_EXPORT int tw_destroy(tw_wheel *wheel);
@@ -315,6 +334,15 @@ TW_EXPORT int tw_cancel(tw_wheel *wheel, tw_id id);
  * both cases the timer is left untouched). Thread-safe. */
 TW_EXPORT int tw_reschedule(tw_wheel *wheel, tw_id id, uint64_t delay);
 
+/* The general form of tw_reschedule(): moves the timer as tw_reschedule()
+ * does and sets its interval: 0 makes it a one-shot, 1..TW_MAX_DELAY a
+ * periodic timer that continues every `interval` from its new due tick.
+ * Works on a periodic timer from inside its own callback (then made a
+ * one-shot, it runs once more, at `delay`). Returns as tw_reschedule(),
+ * plus -ERANGE for an interval > TW_MAX_DELAY. Thread-safe. (1.2) */
+TW_EXPORT int tw_reschedule_ex(tw_wheel *wheel, tw_id id, uint64_t delay,
+                               uint64_t interval);
+
 /* Ticks from tw_now() until the timer's next firing: 0 when it is due or
  * waits for the next call (delay 0 made during a call), TW_NEVER when the
  * id is not live or the wheel is NULL. On a clock-driven
@@ -384,6 +412,28 @@ TW_EXPORT uint64_t tw_next_expiry(tw_wheel *wheel);
  * tw_next_expiry(), so O(1) and never late (early in the case it names).
  * Thread-safe. */
 TW_EXPORT int32_t tw_timeout_ms(tw_wheel *wheel);
+
+/* ---- absolute time -------------------------------------------------------
+ * For callers that wait until a point in time (an event loop's timer, a C++
+ * time_point) rather than for a number of ticks. Times are readings of the
+ * wheel's own clock in microseconds: CLOCK_MONOTONIC, the coarse clock, or
+ * tw_config.clock_fn. (1.2) */
+
+/* Reads the wheel's clock now; 0 for NULL. Thread-safe. */
+TW_EXPORT uint64_t tw_clock_us(tw_wheel *wheel);
+
+/* The clock reading from which the timer's next firing is due: the first
+ * tw_expire() that reads the clock at or past it runs the timer. A time in
+ * the past means it is due now. TW_NEVER when the id is not live or the
+ * wheel is NULL. On a wheel driven by tw_advance() alone (tick-driven), the
+ * clock does not move its ticks: the answer is then the clock now plus the
+ * ticks left times the tick length, a projection. Thread-safe. */
+TW_EXPORT uint64_t tw_deadline_us(tw_wheel *wheel, tw_id id);
+
+/* The same for the earliest pending timer (tw_next_expiry()'s, so early in
+ * the one case named there, never late); TW_NEVER when nothing is pending
+ * or the wheel is NULL. Thread-safe. */
+TW_EXPORT uint64_t tw_next_deadline_us(tw_wheel *wheel);
 
 /* Starts a dedicated thread that calls tw_expire() every period_us
  * microseconds (skynet: 2500); callbacks then run on that thread, and an
@@ -468,6 +518,12 @@ struct tw_api {
     uint32_t (*tick_us)(tw_wheel *wheel);
     int (*get_stats)(tw_wheel *wheel, struct tw_stats *stats);
     int (*check)(tw_wheel *wheel);
+    /* version 2 (1.2) */
+    int (*reschedule_ex)(tw_wheel *wheel, tw_id id, uint64_t delay,
+                         uint64_t interval);
+    uint64_t (*clock_us)(tw_wheel *wheel);
+    uint64_t (*deadline_us)(tw_wheel *wheel, tw_id id);
+    uint64_t (*next_deadline_us)(tw_wheel *wheel);
 };
 
 /* Returns the function table for API version `version` (1 ..

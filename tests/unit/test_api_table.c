@@ -34,6 +34,10 @@ static void test_table_members_are_the_functions(void **state)
     assert_true(api->tick_us == tw_tick_us);
     assert_true(api->get_stats == tw_get_stats);
     assert_true(api->check == tw_check);
+    assert_true(api->reschedule_ex == tw_reschedule_ex);
+    assert_true(api->clock_us == tw_clock_us);
+    assert_true(api->deadline_us == tw_deadline_us);
+    assert_true(api->next_deadline_us == tw_next_deadline_us);
 }
 
 static void test_table_is_constant(void **state)
@@ -59,11 +63,11 @@ static void test_unknown_versions(void **state)
 static void test_version_functions(void **state)
 {
     (void)state;
-    assert_int_equal(TW_VERSION_HEX, 0x010100);
+    assert_int_equal(TW_VERSION_HEX, 0x010200);
     assert_int_equal(tw_version(), TW_VERSION_HEX);
     assert_non_null(tw_version_string());
     assert_string_equal(tw_version_string(), TW_VERSION_STRING);
-    assert_string_equal(TW_VERSION_STRING, "1.1.0");
+    assert_string_equal(TW_VERSION_STRING, "1.2.0");
 }
 
 /* A host driving a wheel only through the table. */

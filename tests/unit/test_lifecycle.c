@@ -171,7 +171,6 @@ static void test_destroy_null(void **state)
 /* ---- calls refused while driving --------------------------------------- */
 
 static struct {
-    int destroy_ret;
     int64_t advance_ret;
     int64_t expire_ret;
     int calls;
@@ -182,12 +181,11 @@ static void reentrant_cb(tw_wheel *w, tw_id id, void *user_data)
     (void)id;
     (void)user_data;
     inside.calls++;
-    inside.destroy_ret = tw_destroy(w);
     inside.advance_ret = tw_advance(w, 1);
     inside.expire_ret = tw_expire(w);
 }
 
-static void test_destroy_and_drive_from_callback_are_busy(void **state)
+static void test_drive_from_callback_is_busy(void **state)
 {
     (void)state;
     memset(&inside, 0, sizeof inside);
@@ -196,7 +194,6 @@ static void test_destroy_and_drive_from_callback_are_busy(void **state)
     assert_int_not_equal(tw_add(w, 4, rec_cb, TAG(7)), 0);
     assert_int_equal(tw_advance(w, 3), 1);
     assert_int_equal(inside.calls, 1);
-    assert_int_equal(inside.destroy_ret, -EBUSY);
     assert_int_equal(inside.advance_ret, -EBUSY);
     assert_int_equal(inside.expire_ret, -EBUSY);
     /* Nothing moved: the refused advance did not run the tick-4 timer. */
@@ -207,6 +204,191 @@ static void test_destroy_and_drive_from_callback_are_busy(void **state)
     assert_int_equal(tw_advance(w, 1), 1);
     ASSERT_FIRE(0, 4, 7);
     drop(w);
+}
+
+/* ---- a shutdown timer: tw_destroy from a callback ----------------------- */
+
+enum { SHUTDOWN_DATUMS = 8 };
+
+static struct {
+    tw_wheel *wheel;
+    int destroy_ret;
+    tw_id add_after;      /* tw_add after the destroy, same callback */
+    int add_errno;
+    int cancel_after;     /* tw_cancel of a neighbour after the destroy */
+    int reschedule_after; /* tw_reschedule of a neighbour after it */
+    tw_id neighbour;
+    int ran[SHUTDOWN_DATUMS];
+    int released[SHUTDOWN_DATUMS];
+    int released_before_destroyed; /* releases counted when on_destroy ran */
+    int destroyed;        /* on_destroy calls */
+} shutdown;
+
+static void shutdown_release(void *user_data)
+{
+    shutdown.released[UNTAG(user_data)]++;
+}
+
+static void shutdown_destroyed(void *context)
+{
+    int i;
+    assert_ptr_equal(context, &shutdown);
+    shutdown.destroyed++;
+    for (i = 0; i < SHUTDOWN_DATUMS; i++)
+        shutdown.released_before_destroyed += shutdown.released[i];
+}
+
+static void shutdown_plain_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    (void)w, (void)id;
+    shutdown.ran[UNTAG(user_data)]++;
+}
+
+/* Destroys its wheel, then uses it as the rest of a server's teardown
+ * would (members' destructors cancelling and scheduling). */
+static void shutdown_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    (void)id;
+    shutdown.ran[UNTAG(user_data)]++;
+    shutdown.destroy_ret = tw_destroy(w);
+    errno = 0;
+    shutdown.add_after = tw_add_ex(w, 1, 0, shutdown_plain_cb, shutdown_release, TAG(7));
+    shutdown.add_errno = errno;
+    shutdown.reschedule_after = tw_reschedule(w, shutdown.neighbour, 5);
+    shutdown.cancel_after = tw_cancel(w, shutdown.neighbour);
+}
+
+static struct fake_clock shutdown_clock;
+
+static tw_wheel *shutdown_wheel(int drive)
+{
+    struct tw_config c;
+    memset(&shutdown, 0, sizeof shutdown);
+    tw_config_init(&c);
+    c.drive = drive;
+    c.clock_fn = read_fake_clock;
+    c.clock_context = &shutdown_clock;
+    shutdown_clock.us = 0;
+    c.on_destroy = shutdown_destroyed;
+    c.destroy_context = &shutdown;
+    shutdown.wheel = tw_create(&c);
+    assert_non_null(shutdown.wheel);
+    return shutdown.wheel;
+}
+
+/* The batch stops after the destroying callback, every other datum comes
+ * back once, and the wheel is freed as the driving call returns. */
+static void check_shutdown(int64_t ran)
+{
+    int i;
+    assert_int_equal(shutdown.destroy_ret, 0);
+    assert_int_equal(ran, 2); /* the first timer of tick 2, then shutdown */
+    assert_int_equal(shutdown.ran[0], 1);
+    assert_int_equal(shutdown.ran[1], 1);
+    for (i = 2; i < SHUTDOWN_DATUMS; i++)
+        if (shutdown.ran[i])
+            fail_msg("datum %d ran after the wheel was destroyed", i);
+    assert_int_equal(shutdown.add_after, 0);
+    assert_int_equal(shutdown.add_errno, EBUSY);
+    assert_int_equal(shutdown.reschedule_after, 0);
+    assert_int_equal(shutdown.cancel_after, 1);
+    for (i = 0; i < 7; i++)
+        if (shutdown.released[i] != 1)
+            fail_msg("datum %d released %d times, want once", i, shutdown.released[i]);
+    assert_int_equal(shutdown.released[7], 0); /* the refused add's */
+    assert_int_equal(shutdown.destroyed, 1);
+    assert_int_equal(shutdown.released_before_destroyed, 7);
+}
+
+static void add_shutdown_timers(tw_wheel *w)
+{
+    /* tick 2: datum 0, the shutdown (1), datums 2 and 3 (same tick, after
+     * it); later: a neighbour (4), a periodic (5), far away (6) */
+    assert_int_not_equal(tw_add_ex(w, 2, 0, shutdown_plain_cb, shutdown_release, TAG(0)), 0);
+    assert_int_not_equal(tw_add_ex(w, 2, 0, shutdown_cb, shutdown_release, TAG(1)), 0);
+    assert_int_not_equal(tw_add_ex(w, 2, 0, shutdown_plain_cb, shutdown_release, TAG(2)), 0);
+    assert_int_not_equal(tw_add_ex(w, 2, 0, shutdown_plain_cb, shutdown_release, TAG(3)), 0);
+    shutdown.neighbour = tw_add_ex(w, 3, 0, shutdown_plain_cb, shutdown_release, TAG(4));
+    assert_int_not_equal(shutdown.neighbour, 0);
+    assert_int_not_equal(tw_add_ex(w, 1, 1, shutdown_plain_cb, shutdown_release, TAG(5)), 0);
+    assert_int_not_equal(tw_add_ex(w, 100000, 0, shutdown_plain_cb, shutdown_release, TAG(6)), 0);
+}
+
+static void test_destroy_from_callback_advance(void **state)
+{
+    (void)state;
+    tw_wheel *w = shutdown_wheel(TW_DRIVE_TICKS);
+    add_shutdown_timers(w);
+    /* datum 5 (every tick from tick 1) ran at tick 1: count it apart */
+    int64_t ran = tw_advance(w, 10);
+    assert_int_equal(shutdown.ran[5], 1);
+    shutdown.ran[5] = 0;
+    check_shutdown(ran - 1);
+}
+
+static void test_destroy_from_callback_expire(void **state)
+{
+    (void)state;
+    tw_wheel *w = shutdown_wheel(TW_DRIVE_CLOCK);
+    add_shutdown_timers(w);
+    shutdown_clock.us = 10 * 1000; /* ten 1 ms ticks */
+    int64_t ran = tw_expire(w);
+    assert_int_equal(shutdown.ran[5], 1);
+    shutdown.ran[5] = 0;
+    check_shutdown(ran - 1);
+}
+
+/* From a release hook run by the driver (a one-shot's end): the same. */
+static void shutdown_in_hook(void *user_data)
+{
+    shutdown_release(user_data);
+    shutdown.destroy_ret = tw_destroy(shutdown.wheel);
+}
+
+static void test_destroy_from_driver_hook(void **state)
+{
+    (void)state;
+    tw_wheel *w = shutdown_wheel(TW_DRIVE_TICKS);
+    assert_int_not_equal(tw_add_ex(w, 1, 0, shutdown_plain_cb, shutdown_in_hook, TAG(0)), 0);
+    assert_int_not_equal(tw_add_ex(w, 1, 0, shutdown_plain_cb, shutdown_release, TAG(1)), 0);
+    assert_int_not_equal(tw_add_ex(w, 2, 0, shutdown_plain_cb, shutdown_release, TAG(2)), 0);
+    assert_int_equal(tw_advance(w, 5), 1);
+    assert_int_equal(shutdown.destroy_ret, 0);
+    assert_int_equal(shutdown.ran[0], 1);
+    assert_int_equal(shutdown.ran[1] + shutdown.ran[2], 0);
+    assert_int_equal(shutdown.released[0] + shutdown.released[1] + shutdown.released[2], 3);
+    assert_int_equal(shutdown.destroyed, 1);
+}
+
+/* A second tw_destroy in the same callback is refused, not run twice. */
+static void destroy_twice_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    (void)id, (void)user_data;
+    shutdown.destroy_ret = tw_destroy(w);
+    shutdown.cancel_after = tw_destroy(w);
+}
+
+static void test_destroy_twice_from_callback(void **state)
+{
+    (void)state;
+    tw_wheel *w = shutdown_wheel(TW_DRIVE_TICKS);
+    assert_int_not_equal(tw_add(w, 1, destroy_twice_cb, NULL), 0);
+    assert_int_equal(tw_advance(w, 1), 1);
+    assert_int_equal(shutdown.destroy_ret, 0);
+    assert_int_equal(shutdown.cancel_after, -EBUSY);
+    assert_int_equal(shutdown.destroyed, 1);
+}
+
+/* on_destroy from plain tw_destroy too, after every hook. */
+static void test_on_destroy_plain(void **state)
+{
+    (void)state;
+    tw_wheel *w = shutdown_wheel(TW_DRIVE_TICKS);
+    assert_int_not_equal(tw_add_ex(w, 4, 0, shutdown_plain_cb, shutdown_release, TAG(0)), 0);
+    assert_int_not_equal(tw_add_ex(w, 900, 3, shutdown_plain_cb, shutdown_release, TAG(1)), 0);
+    assert_int_equal(tw_destroy(w), 0);
+    assert_int_equal(shutdown.destroyed, 1);
+    assert_int_equal(shutdown.released_before_destroyed, 2);
 }
 
 /* A wheel can be created and destroyed many times without leaking (the
@@ -237,7 +419,12 @@ int main(void)
         T(test_wheels_are_independent),
         T(test_destroy_with_pending_fires_nothing),
         T(test_destroy_null),
-        T(test_destroy_and_drive_from_callback_are_busy),
+        T(test_drive_from_callback_is_busy),
+        T(test_destroy_from_callback_advance),
+        T(test_destroy_from_callback_expire),
+        T(test_destroy_from_driver_hook),
+        T(test_destroy_twice_from_callback),
+        T(test_on_destroy_plain),
         T(test_create_destroy_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
