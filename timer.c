@@ -267,8 +267,8 @@ struct tw_wheel {
     /* release functions, remembered so a node needs one byte, not eight */
     tw_release *releases[MAX_RELEASES + 1];
     uint32_t release_count;
+    void *context;          /* the caller's, from tw_config */
     tw_release *on_destroy; /* told once the wheel is freed */
-    void *destroy_context;
 
     /* counters for tw_get_stats */
     uint64_t added, fired, cancelled, rescheduled, cascaded, rebases;
@@ -1872,7 +1872,7 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     w->clock_fn = c.clock_fn;
     w->clock_context = c.clock_context;
     w->on_destroy = c.on_destroy;
-    w->destroy_context = c.destroy_context;
+    w->context = c.context;
     w->clock_id = CLOCK_MONOTONIC;
 #ifdef CLOCK_MONOTONIC_COARSE
     if (c.clock == TW_CLOCK_MONOTONIC_COARSE) {
@@ -1903,7 +1903,7 @@ static void wait_until_alone(tw_wheel *w)
 static void teardown(tw_wheel *w)
 {
     tw_release *on_destroy = w->on_destroy;
-    void *destroy_context = w->destroy_context;
+    void *context = w->context;
     unsigned list;
     uint32_t index;
     lock(w);
@@ -1934,7 +1934,7 @@ static void teardown(tw_wheel *w)
     destroy_thread_state(w);
     w->realloc_fn(w, 0, w->alloc_context);
     if (on_destroy)
-        on_destroy(destroy_context);
+        on_destroy(context);
 }
 
 /* The end of a tw_destroy called from a callback or a hook on the driver;
@@ -2477,6 +2477,11 @@ TW_EXPORT uint64_t tw_count(tw_wheel *w)
     return live;
 }
 
+TW_EXPORT void *tw_context(tw_wheel *w)
+{
+    return w ? w->context : NULL; /* written once, at creation */
+}
+
 TW_EXPORT uint32_t tw_tick_us(tw_wheel *w)
 {
     return w ? w->tick_us : 0;
@@ -2720,6 +2725,7 @@ static const struct tw_api api_table = {
     tw_clock_us,
     tw_deadline_us,
     tw_next_deadline_us,
+    tw_context,
 };
 
 TW_EXPORT const struct tw_api *tw_get_api(uint32_t version)

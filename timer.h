@@ -136,13 +136,14 @@ struct tw_config {
     int drive;                  /* enum tw_drive_kind; default TW_DRIVE_AUTO
                                    (a config from a 1.0 header, whose size
                                    stops before this field, gets AUTO) */
-    tw_release *on_destroy;     /* optional (1.2): called once with
-                                   destroy_context right after the wheel has
-                                   been freed, every release hook having run:
-                                   at the end of tw_destroy(), or of the call
-                                   that finishes a deferred destroy. For state
+    void *context;              /* (1.2) the caller's, for tw_context() and
+                                   on_destroy; the wheel never reads it */
+    tw_release *on_destroy;     /* optional (1.2): called once with context
+                                   right after the wheel has been freed,
+                                   every release hook having run: at the end
+                                   of tw_destroy(), or of the call that
+                                   finishes a deferred destroy. For state
                                    that must live as long as the wheel. */
-    void *destroy_context;
 };
 
 /* Counters for operators. Set `size` to sizeof(struct tw_stats) before the
@@ -460,6 +461,9 @@ TW_EXPORT uint64_t tw_now(tw_wheel *wheel);
 /* Live timers: those a tw_cancel() could still stop. 0 for NULL. */
 TW_EXPORT uint64_t tw_count(tw_wheel *wheel);
 
+/* tw_config.context of the wheel (NULL for NULL). Thread-safe. (1.2) */
+TW_EXPORT void *tw_context(tw_wheel *wheel);
+
 /* The wheel's tick length in microseconds; 0 for NULL. */
 TW_EXPORT uint32_t tw_tick_us(tw_wheel *wheel);
 
@@ -524,6 +528,7 @@ struct tw_api {
     uint64_t (*clock_us)(tw_wheel *wheel);
     uint64_t (*deadline_us)(tw_wheel *wheel, tw_id id);
     uint64_t (*next_deadline_us)(tw_wheel *wheel);
+    void *(*context)(tw_wheel *wheel);
 };
 
 /* Returns the function table for API version `version` (1 ..

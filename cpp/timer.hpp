@@ -1,41 +1,56 @@
 /*
  * twheel C++ facade: RAII handles, lambdas and std::chrono over the C API of
- * timer.h. Header-only, C++17, namespace twheel. Adds no timer structure of its
- * own: every member is a few lines over a tw_* call.
+ * timer.h. Header-only, C++17, namespace twheel. Adds no timer structure of
+ * its own: every member is a few lines over a tw_* call.
  *
- * Exception policy, in one place:
- *  - C errors surface as std::system_error (std::generic_category(), the
- *    positive errno value) from the call that caused them; destructors never
- *    throw.
- *  - No exception crosses a C frame: the callback trampoline catches
- *    everything. When a callback throws inside wheel::expire()/advance(), the
- *    first exception is kept, the rest of the batch still runs, and
- *    expire()/advance() rethrow it once the C call has returned. Later
- *    exceptions of the same call are dropped.
- *  - When the wheel is driven without the facade (the timer thread of
- *    wheel::start_thread(), or tw_advance() on native_handle()), there is no
- *    caller to rethrow to: an escaping exception calls std::terminate, as it
- *    would from a std::thread.
+ * Errors: a C error is a std::system_error (std::generic_category(), the
+ * positive errno value) thrown by the call that caused it; destructors never
+ * throw. No exception crosses a C frame: the trampolines catch everything.
+ * An exception a callback throws goes to the wheel's on_error handler when
+ * one is set; otherwise expire()/advance() collect every exception of the
+ * batch (which runs to its end) and throw one callback_error holding them
+ * all and the number of callbacks run. Where nobody called expire() (the
+ * timer thread, tw_advance() on native_handle()) and no handler is set, an
+ * escaping exception calls std::terminate, as from a std::thread.
  *
- * Lifetime rules:
- *  - A closure is destroyed exactly once: right after a one-shot's callback
- *    returns, when a cancel succeeds, or when the wheel is destroyed with the
- *    timer pending (pending timers never fire at destruction).
- *  - A timer handle owns no part of the wheel: it shares a small heap block
- *    with its closure, which the wheel marks dead when it hands the closure
- *    back. A handle may outlive the firing, the wheel object being moved, and
- *    the wheel itself, and may be destroyed from inside its own callback.
- *  - With several threads, cancel() and the destructor wait for a callback
- *    running on another thread to return (like tw_cancel() for a one-shot,
- *    and for a periodic timer too): once they return, the closure is gone
- *    and whatever it captured by reference may die.
- *  - Callbacks may add, cancel and reschedule timers of their wheel, their own
- *    included. Calling expire()/advance() of the same wheel from a callback
- *    throws std::system_error(EBUSY); destroying the wheel from a callback is
- *    the caller's error (the C library refuses and the facade then leaks the
- *    wheel rather than free it under the running driver). A closure may hold
- *    the last reference to its wheel: when cancel() from plain code releases
- *    it, tw_cancel() destroys the wheel once the closure is gone.
+ * Lifetime: a closure is destroyed exactly once: right after a one-shot's
+ * callback returns, when a cancel succeeds, or when the wheel is destroyed
+ * with the timer pending (pending timers never fire then). A handle holds
+ * the wheel's shared state and the C id, never the closure or the wheel
+ * object, so it may outlive the firing, a move of the wheel, the wheel
+ * itself, and be destroyed from inside its own callback or by the closure
+ * its own cancel() destroys (a closure may own its handle, or the object
+ * holding it: the shared_from_this idiom). A callback may destroy the wheel
+ * object that runs it (a shutdown timer): the rest of the batch does not
+ * run and the wheel is freed as the driving call returns. While a wheel is
+ * being destroyed, after()/every()/at() from a closure's destructor
+ * schedule nothing and throw nothing (the closure is destroyed, the handle
+ * empty); cancel() still works.
+ *
+ * Absolute time: time_point is std::chrono::steady_clock's. On Linux a
+ * wheel on the built-in clocks reads steady_clock's own clock
+ * (CLOCK_MONOTONIC; the coarse clock has the same epoch and lags by up to a
+ * jiffy), so its deadlines are exact steady_clock time points. With a
+ * custom clock_fn, or elsewhere, a reading of the wheel's clock is placed
+ * on steady_clock by the offset between the two clocks at the call. On a
+ * tick-driven wheel (advance() only) ticks do not follow any clock: at(t)
+ * counts from the clock now, and deadlines are projections (now plus the
+ * ticks left, one tick length each).
+ *
+ * A handle's states (what its members return):
+ *
+ *   state        pending()  remaining()/deadline()  cancel()  reschedule()
+ *   empty        false      nullopt                 false     false
+ *   pending      true       time to the next run    true      moves it
+ *   running      one-shot false, periodic true (and its next run; cancel()
+ *                true stops later runs; reschedule() moves the next run)
+ *   fired        false      nullopt                 false     false
+ *   cancelled    false      nullopt                 false     false
+ *
+ * empty: default-constructed, moved from, cancel()ed or detach()ed (cancel()
+ * empties the handle); fired: a one-shot whose callback has started;
+ * cancelled: by tw_cancel() on native_handle() or by the wheel's
+ * destruction. operator bool is pending().
  */
 #ifndef TW_TIMER_HPP
 #define TW_TIMER_HPP
@@ -72,10 +87,19 @@
 #include <type_traits>
 #include <utility>
 
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 namespace twheel {
 
 /* Durations the facade hands back (ticks times the tick length). */
 using duration = std::chrono::microseconds;
+/* Points in time: std::chrono::steady_clock's. See "Absolute time" in the
+ * header comment for what they mean on each kind of wheel. */
+using time_point = std::chrono::steady_clock::time_point;
 
 enum class lock_kind : int {
     adaptive = TW_LOCK_ADAPTIVE, /* default: spins briefly, then sleeps */
@@ -113,6 +137,45 @@ struct config {
     drive_kind drive = drive_kind::automatic;
 };
 
+/* Thrown by expire()/advance() when callbacks threw and no on_error handler
+ * is set: every exception of the batch, in order, and how many callbacks
+ * ran (the throwing ones included). what() names the count and the first.
+ * (A template only so that its vtable lives in the header without a
+ * -Wweak-vtables warning; use the alias.) */
+template <class = void>
+class basic_callback_error : public std::runtime_error {
+public:
+    basic_callback_error(std::size_t fired, std::vector<std::exception_ptr> errors)
+        : std::runtime_error(describe(errors)), fired_(fired),
+          errors_(std::make_shared<const std::vector<std::exception_ptr>>(std::move(errors)))
+    {
+    }
+    /* Callbacks the call ran, those that threw included. */
+    std::size_t fired() const noexcept { return fired_; }
+    /* Every exception thrown by a callback of the call, in order. */
+    const std::vector<std::exception_ptr> &errors() const noexcept { return *errors_; }
+
+private:
+    static std::string describe(const std::vector<std::exception_ptr> &errors)
+    {
+        std::string text = "twheel: " + std::to_string(errors.size()) +
+                           (errors.size() == 1 ? " callback threw: " : " callbacks threw; first: ");
+        try {
+            std::rethrow_exception(errors.at(0));
+        } catch (const std::exception &e) {
+            text += e.what();
+        } catch (...) {
+            text += "an exception not derived from std::exception";
+        }
+        return text;
+    }
+
+    std::size_t fired_;
+    /* shared: copying an exception object must not throw */
+    std::shared_ptr<const std::vector<std::exception_ptr>> errors_;
+};
+using callback_error = basic_callback_error<>;
+
 class wheel;
 class timer;
 
@@ -123,99 +186,258 @@ namespace detail {
     throw std::system_error(error, std::generic_category(), what);
 }
 
-/* The heap block a timer handle shares with its closure. The wheel holds one
- * reference (given up in the release hook), a handle the other. The closure
- * itself is destroyed in the release hook, whoever still holds the block. */
-class block {
+/* ---- closure storage ---------------------------------------------------
+ * A closure lives in one of three places, chosen by its type:
+ *  - inline: a trivially copyable closure of at most a pointer's size whose
+ *    call operator is const (a lambda capturing one pointer) is carried in
+ *    the C timer's user_data itself: no memory, no release hook;
+ *  - a pooled slot of the wheel: up to slot_bytes, alignment up to 8;
+ *  - its own heap block: anything larger.
+ * Slots and blocks start with a header the C release hook dispatches on. */
+
+struct closure_header;
+struct closure_ops {
+    void (*invoke)(closure_header *);
+    void (*destroy)(closure_header *) noexcept; /* and frees the storage */
+};
+class closure_pool;
+struct closure_header {
+    const closure_ops *ops;
+    closure_pool *pool; /* the pool the slot returns to; null for a block */
+};
+
+constexpr std::size_t slot_bytes = 48;
+struct slot {
+    closure_header header;
+    union {
+        slot *next_free;
+        alignas(8) unsigned char storage[slot_bytes];
+    };
+};
+
+/* A wheel's free list of slots, grown by chunks and freed with the wheel
+ * (every closure has been released by then). Taken by the adding thread,
+ * given back by whichever thread releases the closure: a short spinlock on
+ * wheels with a lock, nothing on lock_kind::none. */
+class closure_pool {
 public:
-    /* pending -> (one-shot: fired ->) releasing -> released */
-    enum : unsigned char { pending, fired, releasing, released };
-
-    block(tw_wheel *w, std::uint32_t tick_us, bool threaded, bool periodic,
-          unsigned refs)
-        : refs_(refs), state_(pending), periodic_(periodic), threaded_(threaded),
-          tick_us_(tick_us), wheel_(w)
+    explicit closure_pool(bool threaded) noexcept : threaded_(threaded) {}
+    closure_pool(const closure_pool &) = delete;
+    closure_pool &operator=(const closure_pool &) = delete;
+    ~closure_pool()
     {
-    }
-    block(const block &) = delete;
-    block &operator=(const block &) = delete;
-
-    bool live() const noexcept
-    {
-        return state_.load(std::memory_order_acquire) == pending;
-    }
-    /* The C library may still name it: pending, or a one-shot running. */
-    bool known_to_wheel() const noexcept
-    {
-        return state_.load(std::memory_order_acquire) <= fired;
-    }
-    /* Its closure has been destroyed. */
-    bool released_yet() const noexcept
-    {
-        return state_.load(std::memory_order_acquire) == released;
-    }
-    bool threaded() const noexcept { return threaded_; }
-    tw_wheel *native_wheel() const noexcept { return wheel_; }
-    std::uint32_t tick_us() const noexcept { return tick_us_; }
-
-    void unref() noexcept
-    {
-        if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
-            delete this;
+        while (chunks_) {
+            chunk *next = chunks_->next;
+            delete chunks_;
+            chunks_ = next;
+        }
     }
 
-    /* Called by the C library only. */
-    void fire()
+    slot *take()
     {
-        if (!periodic_) /* the C id of a one-shot dies when it starts */
-            state_.store(fired, std::memory_order_release);
-        invoke();
+        guard held(*this);
+        if (!free_)
+            grow();
+        slot *s = free_;
+        free_ = s->next_free;
+        return s;
     }
-    void release() noexcept
+    void give(slot *s) noexcept
     {
-        state_.store(releasing, std::memory_order_release);
-        drop_closure();
-        state_.store(released, std::memory_order_release);
-        unref();
+        guard held(*this);
+        s->next_free = free_;
+        free_ = s;
     }
-
-    virtual ~block() = default;
-
-    tw_id id = 0; /* written once by the creating thread, read by the handle */
 
 private:
-    virtual void invoke() = 0;
-    virtual void drop_closure() noexcept = 0;
+    struct chunk {
+        chunk *next;
+        slot slots[256];
+    };
+    struct guard {
+        explicit guard(closure_pool &p) noexcept : pool(p)
+        {
+            if (!pool.threaded_)
+                return;
+            while (pool.busy_.exchange(true, std::memory_order_acquire))
+                while (pool.busy_.load(std::memory_order_relaxed))
+                    std::this_thread::yield();
+        }
+        ~guard()
+        {
+            if (pool.threaded_)
+                pool.busy_.store(false, std::memory_order_release);
+        }
+        guard(const guard &) = delete;
+        guard &operator=(const guard &) = delete;
+        closure_pool &pool;
+    };
 
-    std::atomic<unsigned> refs_;
-    std::atomic<unsigned char> state_;
-    bool periodic_;
-    bool threaded_; /* not a TW_LOCK_NONE wheel */
-    std::uint32_t tick_us_;
-    tw_wheel *wheel_;
+    void grow() /* may throw std::bad_alloc; the free list is then unchanged */
+    {
+        chunk *c = new chunk;
+        c->next = chunks_;
+        chunks_ = c;
+        for (slot &s : c->slots) {
+            s.next_free = free_;
+            free_ = &s;
+        }
+    }
+
+    slot *free_ = nullptr;
+    chunk *chunks_ = nullptr;
+    std::atomic<bool> busy_{false};
+    bool threaded_;
 };
 
 template <class F>
-class closure_block final : public block {
-public:
-    template <class G>
-    closure_block(tw_wheel *w, std::uint32_t tick_us, bool threaded, bool periodic,
-                  unsigned refs, G &&g)
-        : block(w, tick_us, threaded, periodic, refs),
-          fn_(std::in_place, std::forward<G>(g))
+constexpr bool fits_inline = std::is_trivially_copyable_v<F> && sizeof(F) <= sizeof(void *) &&
+                             alignof(F) <= alignof(void *) && std::is_invocable_v<const F &>;
+template <class F>
+constexpr bool fits_slot = sizeof(F) <= slot_bytes && alignof(F) <= 8;
+
+template <class F>
+struct boxed {
+    closure_header header;
+    F fn;
+};
+
+template <class F>
+F &pooled_fn(closure_header *h) noexcept
+{
+    return *std::launder(reinterpret_cast<F *>(reinterpret_cast<slot *>(h)->storage));
+}
+
+template <class F>
+struct ops_for {
+    static void invoke_pooled(closure_header *h) { static_cast<void>(std::invoke(pooled_fn<F>(h))); }
+    static void destroy_pooled(closure_header *h) noexcept
+    {
+        std::destroy_at(&pooled_fn<F>(h)); /* may re-enter the facade: pool not locked */
+        h->pool->give(reinterpret_cast<slot *>(h));
+    }
+    static void invoke_boxed(closure_header *h)
+    {
+        static_cast<void>(std::invoke(reinterpret_cast<boxed<F> *>(h)->fn));
+    }
+    static void destroy_boxed(closure_header *h) noexcept { delete reinterpret_cast<boxed<F> *>(h); }
+    static constexpr closure_ops pooled{invoke_pooled, destroy_pooled};
+    static constexpr closure_ops boxed_ops{invoke_boxed, destroy_boxed};
+};
+
+/* Stores f; the caller hands the header to the C library (or destroys it
+ * through its ops if the add fails). */
+template <class F, class G>
+closure_header *store_closure(closure_pool &pool, G &&g)
+{
+    if constexpr (fits_slot<F>) {
+        slot *s = pool.take();
+        try {
+            ::new (static_cast<void *>(s->storage)) F(std::forward<G>(g));
+        } catch (...) {
+            pool.give(s);
+            throw;
+        }
+        s->header.ops = &ops_for<F>::pooled;
+        s->header.pool = &pool;
+        return &s->header;
+    } else {
+        auto *b = new boxed<F>{{&ops_for<F>::boxed_ops, nullptr}, F(std::forward<G>(g))};
+        return &b->header;
+    }
+}
+
+/* ---- per-wheel state -----------------------------------------------------
+ * Shared by the wheel object and every handle, so that a handle may outlive
+ * the wheel: `wheel` turns null once the C wheel is freed (its on_destroy),
+ * and the state itself goes with the last reference. */
+struct wheel_state {
+    wheel_state(std::uint32_t tick, bool is_threaded, bool is_steady)
+        : pool(is_threaded), tick_us(tick), threaded(is_threaded), steady(is_steady)
     {
     }
 
-private:
-    void invoke() override { static_cast<void>(std::invoke(*fn_)); }
-    void drop_closure() noexcept override { fn_.reset(); }
+    void ref() noexcept
+    {
+        if (threaded)
+            refs.fetch_add(1, std::memory_order_relaxed);
+        else /* one thread by contract: no locked instruction */
+            refs.store(refs.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    void unref() noexcept
+    {
+        std::size_t before;
+        if (threaded) {
+            before = refs.fetch_sub(1, std::memory_order_acq_rel);
+        } else {
+            before = refs.load(std::memory_order_relaxed);
+            refs.store(before - 1, std::memory_order_relaxed);
+        }
+        if (before == 1)
+            delete this;
+    }
 
-    std::optional<F> fn_;
+    /* Clock readings of the wheel (µs) and steady_clock time points. On
+     * Linux the built-in clocks are steady_clock's own (CLOCK_MONOTONIC and
+     * its coarse twin share the epoch): the conversion is exact. A custom
+     * clock is mapped through the offset between the two clocks now. */
+    time_point to_time_point(tw_wheel *w, std::uint64_t us) const
+    {
+        using clock_type = std::chrono::steady_clock;
+        constexpr auto max_us = static_cast<std::uint64_t>(std::chrono::duration_cast<duration>(
+                                    clock_type::duration::max()).count());
+        if (steady)
+            return time_point(std::chrono::duration_cast<clock_type::duration>(
+                duration(static_cast<duration::rep>(us < max_us ? us : max_us))));
+        const std::uint64_t clock = tw_clock_us(w);
+        const time_point now = clock_type::now();
+        if (us >= clock) {
+            const std::uint64_t ahead = us - clock;
+            if (ahead >= max_us / 2)
+                return time_point::max();
+            return now + duration(static_cast<duration::rep>(ahead));
+        }
+        return now - duration(static_cast<duration::rep>(clock - us));
+    }
+    /* Microseconds of the wheel's clock from now until t, rounded up (never
+     * early); 0 for a time already past. */
+    std::uint64_t until(tw_wheel *w, time_point t) const
+    {
+        using std::chrono::ceil;
+        const std::uint64_t clock = tw_clock_us(w);
+        if (steady) {
+            const auto us = ceil<duration>(t.time_since_epoch()).count();
+            return us > 0 && static_cast<std::uint64_t>(us) > clock
+                       ? static_cast<std::uint64_t>(us) - clock
+                       : 0;
+        }
+        const auto left = ceil<duration>(t - std::chrono::steady_clock::now()).count();
+        return left > 0 ? static_cast<std::uint64_t>(left) : 0;
+    }
+
+    std::atomic<std::size_t> refs{1}; /* the C wheel's, plus one per handle */
+    std::atomic<tw_wheel *> wheel{nullptr};
+    closure_pool pool;
+    /* called for each exception a callback throws; set from plain code */
+    std::function<void(std::exception_ptr)> on_error;
+    std::uint32_t tick_us;
+    bool threaded; /* not lock_kind::none */
+    bool steady;   /* the wheel's clock is steady_clock's */
 };
 
+/* The C wheel's on_destroy: it has been freed, every closure released. */
+inline void on_wheel_destroyed(void *context)
+{
+    auto *state = static_cast<wheel_state *>(context);
+    state->wheel.store(nullptr, std::memory_order_release);
+    state->unref();
+}
+
+/* ---- callbacks and exceptions ------------------------------------------ */
+
 /* One frame per facade-driven expire()/advance() on this thread (a callback
- * may drive another wheel, so frames nest). Holds the first exception thrown
- * by a callback of that wheel until the C call has returned. */
+ * may drive another wheel, so frames nest). Collects the exceptions thrown
+ * by callbacks of that wheel until the C call has returned. */
 struct drive_frame {
     explicit drive_frame(tw_wheel *w) noexcept : wheel(w), outer(top()) { top() = this; }
     ~drive_frame() { top() = outer; }
@@ -230,65 +452,56 @@ struct drive_frame {
 
     tw_wheel *wheel;
     drive_frame *outer;
-    std::exception_ptr error;
+    std::vector<std::exception_ptr> errors;
 };
 
-/* The callbacks (and release hooks) running on this thread, innermost first
- * (a callback may drive another wheel). */
-struct run_frame {
-    explicit run_frame(const block *b) noexcept : running(b), outer(top()) { top() = this; }
-    ~run_frame() { top() = outer; }
-    run_frame(const run_frame &) = delete;
-    run_frame &operator=(const run_frame &) = delete;
-
-    static run_frame *&top() noexcept
-    {
-        static thread_local run_frame *frame = nullptr;
-        return frame;
-    }
-    static bool inside(const block *b) noexcept
-    {
-        for (const run_frame *f = top(); f; f = f->outer)
-            if (f->running == b)
-                return true;
-        return false;
-    }
-
-    const block *running;
-    run_frame *outer;
-};
-
-/* The wheel this thread is destroying, if any: handles destroyed by closures
- * released during tw_destroy() must not call back into that wheel. */
-inline tw_wheel *&destroying() noexcept
+/* Inside a catch block: hands the exception to the wheel's on_error, else
+ * to the facade call driving it; with neither (the timer thread, or
+ * tw_advance on native_handle()) there is nowhere to report it. */
+inline void report_error(tw_wheel *w) noexcept
 {
-    static thread_local tw_wheel *w = nullptr;
-    return w;
+    const auto *state = static_cast<const wheel_state *>(tw_context(w));
+    if (state && state->on_error) {
+        state->on_error(std::current_exception()); /* a throw here: terminate */
+        return;
+    }
+    for (drive_frame *f = drive_frame::top(); f; f = f->outer) {
+        if (f->wheel == w) {
+            f->errors.push_back(std::current_exception());
+            return;
+        }
+    }
+    std::terminate();
 }
 
-/* The only callback and release functions the facade gives the C library
- * (a wheel remembers a bounded number of distinct release functions). */
 inline void on_fire(tw_wheel *w, tw_id, void *user_data) noexcept
 {
-    const run_frame running(static_cast<block *>(user_data));
+    auto *h = static_cast<closure_header *>(user_data);
     try {
-        static_cast<block *>(user_data)->fire();
+        h->ops->invoke(h);
     } catch (...) {
-        for (drive_frame *f = drive_frame::top(); f; f = f->outer) {
-            if (f->wheel == w) {
-                if (!f->error)
-                    f->error = std::current_exception();
-                return;
-            }
-        }
-        std::terminate(); /* driven outside the facade: nowhere to rethrow */
+        report_error(w);
+    }
+}
+
+template <class F>
+void on_fire_inline(tw_wheel *w, tw_id, void *user_data) noexcept
+{
+    try {
+        /* the closure's bytes, copied out of the pointer (trivially
+         * copyable, so the copy is the object) */
+        alignas(F) unsigned char bytes[sizeof(F)];
+        std::memcpy(bytes, &user_data, sizeof(F));
+        static_cast<void>(std::invoke(*std::launder(reinterpret_cast<const F *>(bytes))));
+    } catch (...) {
+        report_error(w);
     }
 }
 
 inline void on_release(void *user_data) noexcept
 {
-    const run_frame releasing(static_cast<block *>(user_data));
-    static_cast<block *>(user_data)->release();
+    auto *h = static_cast<closure_header *>(user_data);
+    h->ops->destroy(h);
 }
 
 /* Whole ticks covering d, rounded up (never early). Negative durations count
@@ -344,84 +557,125 @@ inline duration ticks_to_duration(std::uint64_t ticks, std::uint32_t tick_us) no
 
 } // namespace detail
 
-/* A pending timer. Move-only; its destructor cancels the timer (destroying
- * the closure) unless detach() was called. All members are safe after the
- * timer fired and after its wheel was destroyed: they then do nothing. */
+/* A handle to a timer: its wheel's shared state and the C id. Move-only;
+ * its destructor cancels the timer (destroying the closure) unless detach()
+ * was called. Every member is safe after the timer fired, was cancelled,
+ * or its wheel was destroyed: they then do nothing. See the state table in
+ * the header comment. */
 class [[nodiscard]] timer {
 public:
     timer() noexcept = default;
-    timer(timer &&other) noexcept : b_(std::exchange(other.b_, nullptr)) {}
+    timer(timer &&other) noexcept
+        : state_(std::exchange(other.state_, nullptr)), id_(std::exchange(other.id_, 0))
+    {
+    }
+    /* Takes other's timer first, then cancels the one this handle held: the
+     * closure that cancel destroys may own this handle (or other). */
     timer &operator=(timer &&other) noexcept
     {
         if (this != &other) {
-            reset();
-            b_ = std::exchange(other.b_, nullptr);
+            timer old(std::move(*this));
+            state_ = std::exchange(other.state_, nullptr);
+            id_ = std::exchange(other.id_, 0);
+            static_cast<void>(old.cancel());
         }
         return *this;
     }
     timer(const timer &) = delete;
     timer &operator=(const timer &) = delete;
-    ~timer() { reset(); }
+    ~timer() { static_cast<void>(cancel()); }
 
-    /* Stops the timer. true when this stopped a run that would have happened,
-     * false when it had fired (a one-shot), was cancelled, or the wheel is
-     * gone. The handle is empty afterwards. Thread-safe: when the callback is
-     * running on another thread (the driver, a timer thread), cancel() waits
-     * for it to return, so once cancel() or the destructor has returned the
-     * callback is not running and its closure has been destroyed -- except
-     * from inside that very callback, where the closure is destroyed right
-     * after the callback returns. */
+    /* Stops the timer; the handle is empty afterwards (even when the
+     * closure this destroys owned the handle). true when this stopped a
+     * run that would have happened (a periodic timer: any further run),
+     * false when a one-shot had started or fired, the timer was cancelled
+     * already, or the wheel is gone. Thread-safe: when the callback runs on
+     * another thread, cancel() waits for it and for the closure's
+     * destruction (tw_cancel()), so once cancel() or the destructor has
+     * returned the callback is not running -- except from inside that
+     * callback, where a periodic closure is destroyed right after it
+     * returns. Do not hold, while cancelling, a lock the callback takes. */
     bool cancel() noexcept
     {
+        detail::wheel_state *const state = std::exchange(state_, nullptr);
+        const tw_id id = std::exchange(id_, 0);
+        if (!state)
+            return false;
         bool stopped = false;
-        if (b_ && !b_->released_yet() && detail::destroying() != b_->native_wheel()) {
-            /* tw_cancel() itself waits for a one-shot running elsewhere */
-            if (b_->known_to_wheel())
-                stopped = tw_cancel(b_->native_wheel(), b_->id) == 1;
-            /* a periodic timer's callback, or any closure's destructor, may
-             * still run on another thread: wait until the closure is gone
-             * (never for our own callback or release: that would deadlock) */
-            if (b_->threaded() && !detail::run_frame::inside(b_))
-                while (!b_->released_yet())
-                    std::this_thread::yield();
-        }
-        drop();
+        if (tw_wheel *const w = state->wheel.load(std::memory_order_acquire))
+            stopped = tw_cancel(w, id) == 1;
+        state->unref();
         return stopped;
     }
 
-    /* Whether the timer can still run: a one-shot until its callback starts,
-     * a periodic timer until cancelled (or its wheel destroyed). */
-    bool pending() const noexcept { return b_ && b_->live(); }
+    /* Whether the timer will run again: a one-shot until its callback
+     * starts, a periodic timer until cancelled (also while its callback
+     * runs). false for an empty handle. Takes the wheel's lock. */
+    bool pending() const noexcept
+    {
+        tw_wheel *const w = native();
+        return w && tw_remaining(w, id_) != TW_NEVER;
+    }
+    /* pending() */
+    explicit operator bool() const noexcept { return pending(); }
 
     /* Ticks from the wheel's now() until the next run, as a duration (0 when
      * due), or nullopt when not pending. On a clock-driven wheel now() lags
-     * the clock between expire() calls, so this can exceed the time left. */
+     * the clock between expire() calls: deadline() is the point in time. */
     std::optional<duration> remaining() const noexcept
     {
-        if (!pending())
-            return std::nullopt;
-        const std::uint64_t t = tw_remaining(b_->native_wheel(), b_->id);
+        tw_wheel *const w = native();
+        const std::uint64_t t = w ? tw_remaining(w, id_) : TW_NEVER;
         if (t == TW_NEVER)
             return std::nullopt;
-        return detail::ticks_to_duration(t, b_->tick_us());
+        return detail::ticks_to_duration(t, state_->tick_us);
+    }
+
+    /* When the next run is due, by the wheel's clock (tw_deadline_us()): the
+     * first expire() at or after it runs the timer. nullopt when not
+     * pending. On a tick-driven wheel, a projection: now plus the ticks
+     * left, one tick length each. */
+    std::optional<time_point> deadline() const
+    {
+        tw_wheel *const w = native();
+        const std::uint64_t us = w ? tw_deadline_us(w, id_) : TW_NEVER;
+        if (us == TW_NEVER)
+            return std::nullopt;
+        return state_->to_time_point(w, us);
     }
 
     /* Moves a pending timer so that it is next due `delay` from now (rounded
-     * up to ticks; "now" as for wheel::after()); a periodic timer then keeps its interval
-     * from there. false when the timer is not pending (a one-shot cannot be
-     * rescheduled from its own callback: add a new timer instead). Throws
-     * std::system_error(ERANGE) when delay exceeds the wheel's range, or
-     * (ENOMEM) when the wheel cannot allocate (the timer is left as it was). */
+     * up to ticks; "now" as for wheel::after()); a periodic timer then keeps
+     * its interval from there. false when the timer is not pending (a
+     * one-shot cannot be rescheduled from its own callback: add a new timer
+     * instead). Throws std::system_error(ERANGE) when delay exceeds the
+     * wheel's range, or (ENOMEM) when the wheel cannot allocate (the timer
+     * is left as it was). */
     template <class Rep, class Period>
     bool reschedule(std::chrono::duration<Rep, Period> delay)
     {
-        if (!pending())
+        tw_wheel *const w = native();
+        if (!w)
             return false;
-        const int r = tw_reschedule(b_->native_wheel(), b_->id,
-                                    detail::to_ticks(delay, b_->tick_us()));
-        if (r < 0)
-            detail::throw_error(-r, "tw_reschedule");
-        return r == 1;
+        return result(tw_reschedule(w, id_, detail::to_ticks(delay, state_->tick_us)),
+                      "tw_reschedule");
+    }
+
+    /* The same, and the timer runs every `interval` from its new due time
+     * on (a one-shot becomes periodic). Also from inside its own callback,
+     * for a periodic timer. Throws as above, and EINVAL for an interval
+     * <= 0 (cancel() stops a timer). */
+    template <class R1, class P1, class R2, class P2>
+    bool reschedule(std::chrono::duration<R1, P1> delay, std::chrono::duration<R2, P2> interval)
+    {
+        tw_wheel *const w = native();
+        if (!w)
+            return false;
+        const std::uint64_t every = detail::to_ticks(interval, state_->tick_us);
+        if (every == 0)
+            detail::throw_error(EINVAL, "twheel::timer::reschedule: interval <= 0");
+        return result(tw_reschedule_ex(w, id_, detail::to_ticks(delay, state_->tick_us), every),
+                      "tw_reschedule_ex");
     }
 
     /* Lets the timer run on without this handle; the wheel still destroys the
@@ -429,32 +683,43 @@ public:
      * wheel is destroyed. Returns its C id (0 for an empty handle). */
     tw_id detach() noexcept
     {
-        const tw_id id = b_ ? b_->id : 0;
-        drop();
+        const tw_id id = id_;
+        if (state_)
+            std::exchange(state_, nullptr)->unref();
+        id_ = 0;
         return id;
     }
 
     /* The C id (usable with tw_* calls on wheel::native_handle()), 0 if empty. */
-    tw_id id() const noexcept { return b_ ? b_->id : 0; }
-    explicit operator bool() const noexcept { return b_ != nullptr; }
+    tw_id id() const noexcept { return id_; }
 
 private:
     friend class wheel;
-    explicit timer(detail::block *b) noexcept : b_(b) {}
-
-    void reset() noexcept { static_cast<void>(cancel()); }
-    void drop() noexcept
+    timer(detail::wheel_state *state, tw_id id) noexcept : state_(state), id_(id)
     {
-        if (b_)
-            std::exchange(b_, nullptr)->unref();
+        state_->ref();
     }
 
-    detail::block *b_ = nullptr;
+    tw_wheel *native() const noexcept
+    {
+        return state_ ? state_->wheel.load(std::memory_order_acquire) : nullptr;
+    }
+    static bool result(int r, const char *what)
+    {
+        if (r < 0)
+            detail::throw_error(-r, what);
+        return r == 1;
+    }
+
+    detail::wheel_state *state_ = nullptr;
+    tw_id id_ = 0;
 };
 
 /* A timing wheel. Move-only owner of a tw_wheel*. Its destructor destroys
- * every pending closure without running it. Timer handles do not refer to
- * this object, so moving a wheel leaves them working. */
+ * every pending closure without running it; from inside one of the wheel's
+ * own callbacks the C library defers that to the end of the drive, and the
+ * rest of the batch does not run. Timer handles do not refer to this
+ * object, so moving a wheel leaves them working. */
 class wheel {
 public:
     wheel() : wheel(config{}) {}
@@ -475,15 +740,23 @@ public:
         c.max_timers = cfg.max_timers;
         c.start_tick = cfg.start_tick;
         c.drive = static_cast<int>(cfg.drive);
+#if defined(__linux__)
+        const bool steady = cfg.clock_fn == nullptr;
+#else
+        const bool steady = false;
+#endif
+        auto state = std::make_unique<detail::wheel_state>(
+            c.tick_us, cfg.lock != lock_kind::none, steady);
+        c.context = state.get();
+        c.on_destroy = &detail::on_wheel_destroyed;
         w_ = tw_create(&c);
         if (!w_)
             detail::throw_error(errno, "tw_create");
-        tick_us_ = tw_tick_us(w_);
-        threaded_ = cfg.lock != lock_kind::none;
+        state->wheel.store(w_, std::memory_order_release);
+        state_ = state.release(); /* the C wheel's reference, until on_destroy */
     }
     wheel(wheel &&other) noexcept
-        : w_(std::exchange(other.w_, nullptr)), tick_us_(other.tick_us_),
-          threaded_(other.threaded_)
+        : w_(std::exchange(other.w_, nullptr)), state_(std::exchange(other.state_, nullptr))
     {
     }
     wheel &operator=(wheel &&other) noexcept
@@ -491,8 +764,7 @@ public:
         if (this != &other) {
             destroy();
             w_ = std::exchange(other.w_, nullptr);
-            tick_us_ = other.tick_us_;
-            threaded_ = other.threaded_;
+            state_ = std::exchange(other.state_, nullptr);
         }
         return *this;
     }
@@ -507,12 +779,25 @@ public:
      * wait for the next expire() after it. On a tick-driven wheel it is
      * now(), exactly. See tw_add(). Throws std::system_error:
      * ERANGE (delay too long), ENOSPC (max_timers reached), ENOMEM, EINVAL
-     * (moved-from wheel); f is then destroyed and nothing is scheduled. */
+     * (moved-from wheel); f is then destroyed and nothing is scheduled.
+     * On a wheel being destroyed (from a closure's destructor as the wheel
+     * releases it, or after a callback destroyed the wheel) nothing is
+     * scheduled either, without an exception: f is destroyed and the
+     * handle is empty. */
     template <class Rep, class Period, class F>
     timer after(std::chrono::duration<Rep, Period> delay, F &&f)
     {
-        tw_id id;
-        return timer(add(detail::to_ticks(delay, tick_us_), 0, std::forward<F>(f), 2, &id));
+        return handle(add(ticks(delay), 0, std::forward<F>(f)));
+    }
+
+    /* Runs f() once at `when` by the wheel's clock (see "Absolute time"):
+     * never before it on a clock-driven wheel, and at most about one tick
+     * after it plus the wait for the next expire(). A time already past
+     * runs at the next expire()/advance(). Errors as after(). */
+    template <class F>
+    timer at(time_point when, F &&f)
+    {
+        return handle(add(until(when), 0, std::forward<F>(f)));
     }
 
     /* Runs f() every `interval` (rounded up to whole ticks, at least one),
@@ -526,50 +811,106 @@ public:
     timer every(std::chrono::duration<R1, P1> first,
                 std::chrono::duration<R2, P2> interval, F &&f)
     {
-        tw_id id;
-        return timer(add_periodic(first, interval, std::forward<F>(f), 2, &id));
+        return handle(add(ticks(first), period(interval), std::forward<F>(f)));
+    }
+    /* every(interval, interval, f): first run one interval from now. */
+    template <class Rep, class Period, class F>
+    timer every(std::chrono::duration<Rep, Period> interval, F &&f)
+    {
+        return every(interval, interval, std::forward<F>(f));
     }
 
     /* Fire-and-forget forms: no handle; the closure lives until it has run
-     * (after()), or until the wheel is destroyed (every()), or until
-     * tw_cancel(native_handle(), id) with the returned id. */
+     * (after(), at()), or until the wheel is destroyed (every()), or until
+     * tw_cancel(native_handle(), id) with the returned id (0 when the wheel
+     * is being destroyed and nothing was scheduled). */
     template <class Rep, class Period, class F>
     tw_id after_detached(std::chrono::duration<Rep, Period> delay, F &&f)
     {
-        tw_id id;
-        add(detail::to_ticks(delay, tick_us_), 0, std::forward<F>(f), 1, &id);
-        return id;
+        return add(ticks(delay), 0, std::forward<F>(f));
+    }
+    template <class F>
+    tw_id at_detached(time_point when, F &&f)
+    {
+        return add(until(when), 0, std::forward<F>(f));
     }
     template <class R1, class P1, class R2, class P2, class F>
     tw_id every_detached(std::chrono::duration<R1, P1> first,
                          std::chrono::duration<R2, P2> interval, F &&f)
     {
-        tw_id id;
-        add_periodic(first, interval, std::forward<F>(f), 1, &id);
-        return id;
+        return add(ticks(first), period(interval), std::forward<F>(f));
+    }
+    template <class Rep, class Period, class F>
+    tw_id every_detached(std::chrono::duration<Rep, Period> interval, F &&f)
+    {
+        return every_detached(interval, interval, std::forward<F>(f));
     }
 
     /* Reads the wheel's clock and runs every callback now due; returns how
-     * many ran. Rethrows the first exception a callback threw (after the whole
-     * batch ran). Throws std::system_error EBUSY when called from one of this
-     * wheel's callbacks or while another thread drives it. */
+     * many ran. When callbacks threw and no on_error handler is set, throws
+     * callback_error (every exception, and the count) after the whole batch
+     * ran. Throws std::system_error EBUSY when called from one of this
+     * wheel's callbacks or while another thread drives it. A callback may
+     * destroy this wheel object: the batch then stops after it, and the
+     * call returns (or throws) without touching the object. */
     std::size_t expire() { return drive(false, 0); }
 
     /* The same, moving the wheel `ticks` ticks forward without a clock. */
     std::size_t advance(std::uint64_t ticks) { return drive(true, ticks); }
+    /* The same by a duration, rounded up to whole ticks as after() rounds:
+     * advance(d) runs what after(d, f) scheduled on a tick-driven wheel. */
+    template <class Rep, class Period>
+    std::size_t advance(std::chrono::duration<Rep, Period> d)
+    {
+        return drive(true, ticks(d));
+    }
+
+    /* Each exception a callback throws is handed to `handler` (on the
+     * driving thread, right after that callback, with the rest of the batch
+     * still to run) instead of being collected for expire()/advance(); also
+     * for the timer thread, where an exception otherwise calls
+     * std::terminate. The handler must not throw (std::terminate). Set it
+     * before the wheel is driven by another thread; an empty function
+     * removes it. */
+    void on_error(std::function<void(std::exception_ptr)> handler)
+    {
+        if (!state_)
+            detail::throw_error(EINVAL, "twheel::wheel::on_error: moved-from wheel");
+        state_->on_error = std::move(handler);
+    }
 
     /* Ticks from now() until the earliest pending timer, as a duration (0
      * when one is due), or nullopt when nothing is pending. O(1); may be
      * early, never late, in the one case tw_next_expiry() names
      * (stats().next_expiry_exact is exact). On a clock-driven wheel now()
-     * lags the clock between expire() calls: to sleep, use timeout_ms(),
-     * which counts by the clock. */
+     * lags the clock between expire() calls: to sleep, use timeout_ms() or
+     * next_deadline(), which count by the clock. */
     std::optional<duration> next_expiry() const noexcept
     {
         const std::uint64_t t = tw_next_expiry(w_);
         if (t == TW_NEVER)
             return std::nullopt;
-        return detail::ticks_to_duration(t, tick_us_);
+        return detail::ticks_to_duration(t, tick_us());
+    }
+
+    /* When the earliest pending timer is due, by the wheel's clock
+     * (tw_next_deadline_us()): a time to hand to an Asio timer's
+     * expires_at() or to sleep_until(). nullopt when nothing is pending.
+     * Never late; early in tw_next_expiry()'s one case. */
+    std::optional<time_point> next_deadline() const
+    {
+        const std::uint64_t us = tw_next_deadline_us(w_);
+        if (us == TW_NEVER)
+            return std::nullopt;
+        return state_->to_time_point(w_, us);
+    }
+
+    /* The wheel's clock now, as a time point. */
+    time_point clock_now() const
+    {
+        if (!w_)
+            detail::throw_error(EINVAL, "twheel::wheel::clock_now: moved-from wheel");
+        return state_->to_time_point(w_, tw_clock_us(w_));
     }
 
     /* Milliseconds for epoll_wait()/poll(), by the wheel's clock: -1 idle,
@@ -577,7 +918,8 @@ public:
     int timeout_ms() const noexcept { return static_cast<int>(tw_timeout_ms(w_)); }
 
     /* Starts/stops the C library's timer thread, which calls tw_expire()
-     * every `period` (callbacks then run on it, and must not throw).
+     * every `period` (callbacks then run on it; an exception escaping one
+     * goes to on_error, or calls std::terminate without it).
      * stop_thread() is safe to call twice; throws EDEADLK from a callback. */
     template <class Rep, class Period>
     void start_thread(std::chrono::duration<Rep, Period> period)
@@ -602,12 +944,12 @@ public:
     bool empty() const noexcept { return size() == 0; }
     /* Current tick; inside a callback, the tick it was due at. */
     std::uint64_t now() const noexcept { return tw_now(w_); }
-    duration tick() const noexcept { return duration(tick_us_); }
+    duration tick() const noexcept { return duration(tick_us()); }
     /* Whole ticks covering d, as after() rounds it. */
     template <class Rep, class Period>
     std::uint64_t ticks(std::chrono::duration<Rep, Period> d) const
     {
-        return detail::to_ticks(d, tick_us_);
+        return detail::to_ticks(d, tick_us());
     }
     tw_stats stats() const
     {
@@ -623,75 +965,85 @@ public:
     explicit operator bool() const noexcept { return w_ != nullptr; }
 
 private:
-    /* Schedules f; refs 2 gives a block for a handle (returned), refs 1 a
-     * detached timer (nullptr returned: a timer thread may already have run
-     * and released it). *id receives the C id either way. */
+    std::uint32_t tick_us() const noexcept { return state_ ? state_->tick_us : 0; }
+
+    template <class Rep, class Period>
+    std::uint64_t period(std::chrono::duration<Rep, Period> interval) const
+    {
+        const std::uint64_t t = ticks(interval);
+        if (t == 0) /* tw_add_ex() would make a one-shot of it */
+            detail::throw_error(EINVAL, "twheel::wheel::every: interval <= 0");
+        return t;
+    }
+
+    /* Ticks until `when` by the wheel's clock, rounded up. */
+    std::uint64_t until(time_point when) const
+    {
+        if (!w_)
+            detail::throw_error(EINVAL, "twheel::wheel::at: moved-from wheel");
+        const std::uint64_t us = state_->until(w_, when);
+        return us / tick_us() + (us % tick_us() != 0);
+    }
+
+    timer handle(tw_id id) const noexcept { return id ? timer(state_, id) : timer(); }
+
+    /* Schedules f; returns its id, or 0 when the wheel is being destroyed. */
     template <class F>
-    detail::block *add(std::uint64_t delay, std::uint64_t interval, F &&f,
-                       unsigned refs, tw_id *id)
+    tw_id add(std::uint64_t delay, std::uint64_t interval, F &&f)
     {
         using fn_type = std::decay_t<F>;
         static_assert(std::is_invocable_v<fn_type &>,
                       "twheel: a timer callback must be callable with no arguments");
-        detail::block *b = new detail::closure_block<fn_type>(
-            w_, tick_us_, threaded_, interval != 0, refs, std::forward<F>(f));
-        *id = tw_add_ex(w_, delay, interval, &detail::on_fire, &detail::on_release, b);
-        if (*id == 0) {
-            const int error = errno;
-            delete b; /* on failure the user data is still ours */
-            detail::throw_error(error, "tw_add_ex");
+        if (!w_)
+            detail::throw_error(EINVAL, "twheel::wheel: moved-from wheel");
+        tw_id id;
+        if constexpr (detail::fits_inline<fn_type>) {
+            void *bits = nullptr;
+            const fn_type fn(std::forward<F>(f));
+            std::memcpy(&bits, static_cast<const void *>(&fn), sizeof fn);
+            id = tw_add_ex(w_, delay, interval, &detail::on_fire_inline<fn_type>, nullptr, bits);
+        } else {
+            detail::closure_header *h =
+                detail::store_closure<fn_type>(state_->pool, std::forward<F>(f));
+            id = tw_add_ex(w_, delay, interval, &detail::on_fire, &detail::on_release, h);
+            if (!id) {
+                const int error = errno;
+                h->ops->destroy(h); /* on failure the user data is still ours */
+                errno = error;
+            }
         }
-        if (refs == 1)
-            return nullptr;
-        b->id = *id; /* the wheel never reads it, so no race with a driver */
-        return b;
-    }
-
-    template <class R1, class P1, class R2, class P2, class F>
-    detail::block *add_periodic(std::chrono::duration<R1, P1> first,
-                                std::chrono::duration<R2, P2> interval, F &&f,
-                                unsigned refs, tw_id *id)
-    {
-        const std::uint64_t iv = detail::to_ticks(interval, tick_us_);
-        if (iv == 0) /* tw_add_ex() would make a one-shot of it */
-            detail::throw_error(EINVAL, "twheel::wheel::every: interval <= 0");
-        return add(detail::to_ticks(first, tick_us_), iv, std::forward<F>(f), refs, id);
+        if (!id && errno != EBUSY)
+            detail::throw_error(errno, "tw_add_ex");
+        return id;
     }
 
     std::size_t drive(bool by_ticks, std::uint64_t ticks)
     {
-        std::int64_t r;
-        std::exception_ptr error;
-        {
-            detail::drive_frame frame(w_);
-            r = by_ticks ? tw_advance(w_, ticks) : tw_expire(w_);
-            error = std::move(frame.error);
-        }
-        if (error)
-            std::rethrow_exception(error);
+        /* Locals only once the C call has started: a callback may destroy
+         * this object. */
+        tw_wheel *const w = w_;
+        detail::drive_frame frame(w);
+        const std::int64_t r = by_ticks ? tw_advance(w, ticks) : tw_expire(w);
         if (r < 0)
             detail::throw_error(static_cast<int>(-r), by_ticks ? "tw_advance" : "tw_expire");
+        if (!frame.errors.empty())
+            throw callback_error(static_cast<std::size_t>(r), std::move(frame.errors));
         return static_cast<std::size_t>(r);
     }
 
     void destroy() noexcept
     {
-        if (!w_)
-            return;
-        tw_wheel *const outer = std::exchange(detail::destroying(), w_);
-        const int r = tw_destroy(w_);
-        detail::destroying() = outer;
-        /* 0 also when deferred (from a closure released by tw_cancel: that
-         * call finishes the destroy). -EBUSY: destroyed from its own
-         * callback, the caller's error. The C library refused; leaking beats
-         * freeing under the running driver. */
-        static_cast<void>(r);
-        w_ = nullptr;
+        /* The state goes with the C wheel (its on_destroy), now or at the end
+         * of the drive when called from a callback. -EBUSY (another thread
+         * drives it, the caller's race): the C library refused, and leaking
+         * beats freeing under that driver. */
+        if (w_)
+            static_cast<void>(tw_destroy(std::exchange(w_, nullptr)));
+        state_ = nullptr;
     }
 
     tw_wheel *w_ = nullptr;
-    std::uint32_t tick_us_ = 0;
-    bool threaded_ = true;
+    detail::wheel_state *state_ = nullptr;
 };
 
 } // namespace twheel

@@ -1,6 +1,7 @@
 /* Callbacks using the wheel and timer handles, themselves included, and the
- * exception policy: no exception crosses a C frame; the first one thrown by a
- * callback is rethrown from expire()/advance() after the whole batch ran. */
+ * exception policy: no exception crosses a C frame; every exception thrown
+ * by the callbacks of a batch reaches the on_error handler or, after the
+ * whole batch ran, the caller of expire()/advance() in a callback_error. */
 #include <cerrno>
 #include <memory>
 #include <optional>
@@ -140,6 +141,31 @@ static void test_periodic_reschedules_itself(void **)
     assert_true((at == std::vector<std::uint64_t>{1, 4, 14, 24}));
 }
 
+/* The exception a callback_error holds at `index`, rethrown into f. */
+template <class F>
+void inspect(const twheel::callback_error &e, std::size_t index, F &&f)
+{
+    assert_true(index < e.errors().size());
+    try {
+        std::rethrow_exception(e.errors()[index]);
+    } catch (...) {
+        std::forward<F>(f)();
+    }
+}
+
+/* Runs drive() and returns the callback_error it threw (fails if none). */
+template <class F>
+twheel::callback_error batch_error_of(F &&drive)
+{
+    try {
+        std::forward<F>(drive)();
+    } catch (const twheel::callback_error &e) {
+        return e;
+    }
+    fail_msg("no callback_error thrown");
+    throw std::logic_error("unreachable");
+}
+
 static void test_driving_from_a_callback_is_ebusy(void **)
 {
     twheel::wheel w(single_threaded());
@@ -150,9 +176,18 @@ static void test_driving_from_a_callback_is_ebusy(void **)
     });
     w.advance(1);
     assert_int_equal(code, EBUSY);
-    /* uncaught inside the callback, the same error reaches the caller */
+    /* uncaught inside the callback, the error reaches the caller inside a
+     * callback_error */
     twheel::timer u = w.after(1ms, [&] { w.advance(1); });
-    assert_int_equal(error_of([&] { w.advance(1); }), EBUSY);
+    const twheel::callback_error e = batch_error_of([&] { w.advance(1); });
+    assert_int_equal(e.fired(), 1);
+    inspect(e, 0, [] {
+        try {
+            throw;
+        } catch (const std::system_error &x) {
+            assert_int_equal(x.code().value(), EBUSY);
+        }
+    });
 }
 
 struct boom : std::runtime_error {
@@ -160,7 +195,21 @@ struct boom : std::runtime_error {
     explicit boom(int v) : std::runtime_error("boom " + std::to_string(v)), n(v) {}
 };
 
-static void test_exception_rethrown_after_batch(void **)
+static int boom_at(const twheel::callback_error &e, std::size_t index)
+{
+    int n = -1;
+    inspect(e, index, [&] {
+        try {
+            throw;
+        } catch (const boom &b) {
+            n = b.n;
+        } catch (...) {
+        }
+    });
+    return n;
+}
+
+static void test_every_exception_of_a_batch_reaches_the_caller(void **)
 {
     life l;
     twheel::wheel w(single_threaded());
@@ -170,13 +219,12 @@ static void test_exception_rethrown_after_batch(void **)
     twheel::timer c = w.after(1ms, [&] { ran.push_back(3); });
     twheel::timer d = w.after(2ms, [&] { ran.push_back(4); throw boom(4); });
     twheel::timer e = w.after(3ms, [&] { ran.push_back(5); });
-    int caught = 0;
-    try {
-        w.advance(5);
-    } catch (const boom &x) {
-        caught = x.n;
-    }
-    assert_int_equal(caught, 2); /* the first one is kept */
+    const twheel::callback_error error = batch_error_of([&] { w.advance(5); });
+    assert_int_equal(error.fired(), 5); /* the count is not lost */
+    assert_int_equal(error.errors().size(), 2);
+    assert_int_equal(boom_at(error, 0), 2);
+    assert_int_equal(boom_at(error, 1), 4);
+    assert_string_equal(error.what(), "twheel: 2 callbacks threw; first: boom 2");
     assert_true((ran == std::vector<int>{1, 2, 3, 4, 5})); /* the rest ran */
     assert_int_equal(l.destroyed, 1); /* the thrower's closure was released */
     assert_int_equal(w.now(), 5);
@@ -187,6 +235,30 @@ static void test_exception_rethrown_after_batch(void **)
     twheel::timer f = w.after(1ms, [&] { ran.push_back(6); });
     assert_int_equal(w.advance(1), 1);
     assert_int_equal(ran.back(), 6);
+}
+
+/* With on_error, each exception goes to the handler as it happens and the
+ * driving call returns normally. */
+static void test_on_error_handler(void **)
+{
+    twheel::wheel w(single_threaded());
+    std::vector<std::string> log;
+    w.on_error([&](std::exception_ptr p) {
+        try {
+            std::rethrow_exception(p);
+        } catch (const boom &b) {
+            log.push_back("error " + std::to_string(b.n));
+        }
+    });
+    twheel::timer a = w.after(1ms, [&] { log.push_back("a"); throw boom(1); });
+    twheel::timer b = w.after(1ms, [&] { log.push_back("b"); });
+    twheel::timer c = w.after(1ms, [&] { log.push_back("c"); throw boom(3); });
+    assert_int_equal(w.advance(1), 3);
+    assert_true((log == std::vector<std::string>{"a", "error 1", "b", "c", "error 3"}));
+    /* removed: collected again */
+    w.on_error(nullptr);
+    twheel::timer d = w.after(1ms, [] { throw boom(9); });
+    assert_int_equal(boom_at(batch_error_of([&] { w.advance(1); }), 0), 9);
 }
 
 static void test_exception_from_periodic_and_expire(void **)
@@ -204,13 +276,9 @@ static void test_exception_from_periodic_and_expire(void **)
     clock_us = 1000;
     assert_int_equal(w.expire(), 1);
     clock_us = 4000;
-    bool thrown = false;
-    try {
-        w.expire();
-    } catch (const std::logic_error &) {
-        thrown = true;
-    }
-    assert_true(thrown);
+    const twheel::callback_error e = batch_error_of([&] { w.expire(); });
+    assert_int_equal(e.fired(), 3);
+    assert_int_equal(e.errors().size(), 2); /* runs 2 and 4 threw */
     assert_int_equal(runs, 4); /* ticks 2, 3, 4 all ran */
     assert_true(t.pending()); /* a periodic that threw keeps running */
     clock_us = 5000;
@@ -223,15 +291,16 @@ static void test_exception_of_any_type(void **)
     twheel::wheel w(single_threaded());
     twheel::timer a = w.after(0ms, [] { throw 42; });
     int caught = 0;
-    try {
-        w.advance(0);
-    } catch (int v) {
-        caught = v;
-    }
+    const twheel::callback_error e = batch_error_of([&] { w.advance(0); });
+    inspect(e, 0, [&] {
+        try {
+            throw;
+        } catch (int v) {
+            caught = v;
+        }
+    });
     assert_int_equal(caught, 42);
-    /* a callback's own std::system_error passes through unchanged */
-    twheel::timer b = w.after(0ms, [] { throw std::system_error(EPIPE, std::generic_category()); });
-    assert_int_equal(error_of([&] { w.advance(0); }), EPIPE);
+    assert_string_equal(e.what(), "twheel: 1 callback threw: an exception not derived from std::exception");
 }
 
 static void test_exceptions_of_nested_wheels(void **)
@@ -243,19 +312,15 @@ static void test_exceptions_of_nested_wheels(void **)
     twheel::timer o1 = outer.after(1ms, [&] {
         try {
             inner.advance(1); /* inner's exception comes out here */
-        } catch (const boom &b) {
-            log.push_back("caught " + std::to_string(b.n));
+        } catch (const twheel::callback_error &e) {
+            log.push_back("caught " + std::to_string(boom_at(e, 0)));
         }
         throw boom(7);
     });
     twheel::timer o2 = outer.after(1ms, [&] { inner.advance(0); log.push_back("o2"); });
-    int caught = 0;
-    try {
-        outer.advance(1);
-    } catch (const boom &b) {
-        caught = b.n;
-    }
-    assert_int_equal(caught, 7);
+    const twheel::callback_error e = batch_error_of([&] { outer.advance(1); });
+    assert_int_equal(e.errors().size(), 1);
+    assert_int_equal(boom_at(e, 0), 7);
     assert_true((log == std::vector<std::string>{"inner", "caught 1", "o2"}));
 }
 
@@ -268,13 +333,9 @@ static void test_exception_then_handle_ops(void **)
         self.reset(); /* cancel itself, then throw */
         throw boom(3);
     });
-    int caught = 0;
-    try {
-        w.advance(5);
-    } catch (const boom &b) {
-        caught = b.n;
-    }
-    assert_int_equal(caught, 3);
+    const twheel::callback_error e = batch_error_of([&] { w.advance(5); });
+    assert_int_equal(e.fired(), 1);
+    assert_int_equal(boom_at(e, 0), 3);
     assert_int_equal(l.destroyed, 1);
     assert_int_equal(w.size(), 0);
 }
@@ -289,7 +350,8 @@ int main(void)
         cmocka_unit_test(test_periodic_destroys_its_own_handle),
         cmocka_unit_test(test_periodic_reschedules_itself),
         cmocka_unit_test(test_driving_from_a_callback_is_ebusy),
-        cmocka_unit_test(test_exception_rethrown_after_batch),
+        cmocka_unit_test(test_every_exception_of_a_batch_reaches_the_caller),
+        cmocka_unit_test(test_on_error_handler),
         cmocka_unit_test(test_exception_from_periodic_and_expire),
         cmocka_unit_test(test_exception_of_any_type),
         cmocka_unit_test(test_exceptions_of_nested_wheels),

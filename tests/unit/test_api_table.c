@@ -38,6 +38,7 @@ static void test_table_members_are_the_functions(void **state)
     assert_true(api->clock_us == tw_clock_us);
     assert_true(api->deadline_us == tw_deadline_us);
     assert_true(api->next_deadline_us == tw_next_deadline_us);
+    assert_true(api->context == tw_context);
 }
 
 static void test_table_is_constant(void **state)

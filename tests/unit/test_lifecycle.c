@@ -270,7 +270,7 @@ static tw_wheel *shutdown_wheel(int drive)
     c.clock_context = &shutdown_clock;
     shutdown_clock.us = 0;
     c.on_destroy = shutdown_destroyed;
-    c.destroy_context = &shutdown;
+    c.context = &shutdown;
     shutdown.wheel = tw_create(&c);
     assert_non_null(shutdown.wheel);
     return shutdown.wheel;
@@ -386,6 +386,8 @@ static void test_on_destroy_plain(void **state)
     tw_wheel *w = shutdown_wheel(TW_DRIVE_TICKS);
     assert_int_not_equal(tw_add_ex(w, 4, 0, shutdown_plain_cb, shutdown_release, TAG(0)), 0);
     assert_int_not_equal(tw_add_ex(w, 900, 3, shutdown_plain_cb, shutdown_release, TAG(1)), 0);
+    assert_ptr_equal(tw_context(w), &shutdown);
+    assert_null(tw_context(NULL));
     assert_int_equal(tw_destroy(w), 0);
     assert_int_equal(shutdown.destroyed, 1);
     assert_int_equal(shutdown.released_before_destroyed, 2);
