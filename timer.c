@@ -1900,14 +1900,12 @@ static void wait_until_alone(tw_wheel *w)
 
 /* Releases every pending timer and frees the wheel; lock not held, the
  * timer thread stopped, the decision to destroy taken. */
-static void teardown(tw_wheel *w)
+/* Hands every pending timer to its release hook; lock held. From here on
+ * adds fail and nothing fires. */
+static void release_pending(tw_wheel *w)
 {
-    tw_release *on_destroy = w->on_destroy;
-    void *context = w->context;
     unsigned list;
     uint32_t index;
-    lock(w);
-    wait_until_alone(w);
     w->destroying = 1;
     /* Release hooks run unlocked and may cancel other timers of this wheel;
      * popping queue heads keeps that safe. */
@@ -1921,6 +1919,16 @@ static void teardown(tw_wheel *w)
             finish_node(w, index);
         }
     }
+}
+
+static void teardown(tw_wheel *w)
+{
+    tw_release *on_destroy = w->on_destroy;
+    void *context = w->context;
+    lock(w);
+    wait_until_alone(w);
+    release_pending(w); /* again after a deferred destroy: a periodic timer
+                           whose callback destroyed the wheel re-armed */
     wait_until_alone(w); /* hooks of cancels made meanwhile by others */
     unlock(w);
     while (w->chunk_count)
@@ -1973,9 +1981,11 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
     }
     if (on_driver_thread(w)) {
         /* From a callback or a hook on the driver (a cancel's hook inside
-         * a callback included): the batch stops after it and the driving
-         * call frees the wheel as it returns. */
+         * a callback included): every pending timer is released now, as a
+         * plain destroy would; the batch stops after this callback and the
+         * driving call frees the wheel as it returns. */
         w->destroy_deferred = DEFERRED_TO_DRIVER;
+        release_pending(w);
         unlock(w);
         return 0;
     }

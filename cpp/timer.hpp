@@ -1033,12 +1033,15 @@ private:
 
     void destroy() noexcept
     {
-        /* The state goes with the C wheel (its on_destroy), now or at the end
-         * of the drive when called from a callback. -EBUSY (another thread
+        /* w_ stays set while the closures are released: a closure's
+         * destructor may call after() (which then schedules nothing). The
+         * state goes with the C wheel (its on_destroy), now or at the end of
+         * the drive when called from a callback. -EBUSY (another thread
          * drives it, the caller's race): the C library refused, and leaking
          * beats freeing under that driver. */
         if (w_)
-            static_cast<void>(tw_destroy(std::exchange(w_, nullptr)));
+            static_cast<void>(tw_destroy(w_));
+        w_ = nullptr;
         state_ = nullptr;
     }
 

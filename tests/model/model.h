@@ -48,7 +48,8 @@ struct model_stats {
 
 /* NULL with errno ENOMEM on allocation failure. */
 struct model *model_create(const struct model_config *config);
-/* Releases every pending timer's user data; -EBUSY from a callback. */
+/* Releases every pending timer's user data; -EBUSY from a callback (the
+ * interpreter never destroys from one: see interp.c). */
 int model_destroy(struct model *model);
 
 uint64_t model_add(struct model *model, uint64_t delay,
