@@ -181,6 +181,17 @@ class timer;
 
 namespace detail {
 
+/* A conversion that is a no-op on some platforms (uint64_t to size_t):
+ * no cast where the types agree, so -Wuseless-cast stays quiet. */
+template <class To, class From>
+constexpr To convert(From value) noexcept
+{
+    if constexpr (std::is_same_v<To, From>)
+        return value;
+    else
+        return static_cast<To>(value);
+}
+
 [[noreturn]] inline void throw_error(int error, const char *what)
 {
     throw std::system_error(error, std::generic_category(), what);
@@ -915,7 +926,7 @@ public:
 
     /* Milliseconds for epoll_wait()/poll(), by the wheel's clock: -1 idle,
      * 0 due, rounded up (tw_timeout_ms()). */
-    int timeout_ms() const noexcept { return static_cast<int>(tw_timeout_ms(w_)); }
+    int timeout_ms() const noexcept { return detail::convert<int>(tw_timeout_ms(w_)); }
 
     /* Starts/stops the C library's timer thread, which calls tw_expire()
      * every `period` (callbacks then run on it; an exception escaping one
@@ -940,7 +951,7 @@ public:
     }
 
     /* Live timers (pending, plus a periodic one whose callback runs). */
-    std::size_t size() const noexcept { return static_cast<std::size_t>(tw_count(w_)); }
+    std::size_t size() const noexcept { return detail::convert<std::size_t>(tw_count(w_)); }
     bool empty() const noexcept { return size() == 0; }
     /* Current tick; inside a callback, the tick it was due at. */
     std::uint64_t now() const noexcept { return tw_now(w_); }
