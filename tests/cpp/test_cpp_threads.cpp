@@ -4,6 +4,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -208,6 +211,146 @@ static void test_stop_thread_from_callback(void **)
     assert_int_equal(error_of([&] { single.start_thread(1ms); }), EINVAL);
 }
 
+/* The shared_from_this idiom with a timer thread: idle kicks erase their
+ * own session on the timer thread while this thread reschedules on
+ * activity and logs sessions out (cancelling, with its own reference held).
+ * Every session is destroyed exactly once, none is kicked after its
+ * logout's cancel() returned. Run under ThreadSanitizer in .ci/run. */
+namespace {
+struct net_session : std::enable_shared_from_this<net_session> {
+    std::mutex *lock;
+    std::map<int, std::shared_ptr<net_session>> *all;
+    std::atomic<int> *destroyed;
+    int id;
+    std::atomic<bool> logged_out{false};
+    std::atomic<int> kicked_after_logout{0};
+    twheel::timer idle;
+    net_session(std::mutex *m, std::map<int, std::shared_ptr<net_session>> *a,
+                std::atomic<int> *d, int n)
+        : lock(m), all(a), destroyed(d), id(n)
+    {
+    }
+    ~net_session() { destroyed->fetch_add(1); }
+    void arm(twheel::wheel &w, std::chrono::microseconds after)
+    {
+        idle = w.after(after, [self = shared_from_this()] {
+            if (self->logged_out)
+                self->kicked_after_logout.fetch_add(1);
+            std::lock_guard<std::mutex> held(*self->lock);
+            self->all->erase(self->id);
+        });
+    }
+};
+} // namespace
+
+static void test_sessions_across_threads(void **)
+{
+    constexpr int sessions = 2000;
+    std::atomic<int> destroyed{0}, bad_kicks{0};
+    std::mutex lock;
+    std::map<int, std::shared_ptr<net_session>> all;
+    {
+        twheel::wheel w;
+        w.start_thread(100us);
+        std::vector<std::shared_ptr<net_session>> made;
+        for (int i = 0; i < sessions; ++i) {
+            auto s = std::make_shared<net_session>(&lock, &all, &destroyed, i);
+            {
+                std::lock_guard<std::mutex> held(lock);
+                all[i] = s;
+            }
+            s->arm(w, std::chrono::microseconds(500 + (i * 37) % 5000));
+            made.push_back(std::move(s));
+        }
+        unsigned seed = 7;
+        for (int i = 0; i < sessions; ++i) {
+            seed = seed * 1103515245u + 12345u;
+            std::shared_ptr<net_session> s = std::move(made[static_cast<std::size_t>(i)]);
+            switch ((seed >> 16) % 3) {
+            case 0: /* activity: pushed later (a no-op once kicked) */
+                s->idle.reschedule(std::chrono::microseconds(1000 + (seed >> 8) % 3000));
+                break;
+            case 1: { /* logout: out of the map, then cancel, reference held */
+                {
+                    std::lock_guard<std::mutex> held(lock);
+                    all.erase(s->id);
+                }
+                s->idle.cancel(); /* waits for a kick running right now */
+                s->logged_out = true;
+                break;
+            }
+            default: /* silent: the idle kick will come */
+                break;
+            }
+            bad_kicks.fetch_add(s->kicked_after_logout.load());
+        }
+        made.clear();
+        assert_true(wait_for([&] {
+            std::lock_guard<std::mutex> held(lock);
+            return all.empty();
+        }));
+        assert_true(wait_for([&] { return destroyed.load() == sessions; }));
+        w.stop_thread();
+        assert_int_equal(w.size(), 0);
+    }
+    assert_int_equal(destroyed.load(), sessions);
+    assert_int_equal(bad_kicks.load(), 0);
+}
+
+/* on_error receives exceptions thrown on the timer thread (without it the
+ * process would terminate). */
+static void test_on_error_on_timer_thread(void **)
+{
+    std::atomic<int> errors{0}, runs{0};
+    twheel::wheel w;
+    w.on_error([&](std::exception_ptr p) {
+        try {
+            std::rethrow_exception(p);
+        } catch (const std::runtime_error &) {
+            errors.fetch_add(1);
+        }
+    });
+    w.start_thread(200us);
+    for (int i = 0; i < 10; ++i)
+        w.after_detached(std::chrono::microseconds(100 * i), [&runs] {
+            runs.fetch_add(1);
+            throw std::runtime_error("on the timer thread");
+        });
+    assert_true(wait_for([&] { return errors.load() == 10; }));
+    assert_int_equal(runs.load(), 10);
+    w.stop_thread();
+}
+
+/* A shutdown timer on the timer thread: the callback destroys the object
+ * that owns the wheel; every other closure is released then, none runs. */
+static void test_shutdown_on_timer_thread(void **)
+{
+    struct server {
+        twheel::wheel wheel;
+        std::vector<twheel::timer> timers;
+    };
+    std::atomic<int> destroyed{0}, late_runs{0};
+    std::atomic<bool> shut{false};
+    auto srv = std::make_unique<server>();
+    server *raw = srv.get();
+    std::mutex owner_lock; /* the test thread reads srv; the callback resets it */
+    raw->timers.push_back(raw->wheel.every(1ms, [c = counted(&destroyed)] {}));
+    raw->timers.push_back(raw->wheel.after(500ms, [&late_runs, c = counted(&destroyed)] {
+        late_runs.fetch_add(1);
+    }));
+    raw->timers.push_back(raw->wheel.after(2ms, [&, c = counted(&destroyed)] {
+        std::lock_guard<std::mutex> held(owner_lock);
+        srv.reset(); /* ~server: handles cancel, the wheel is destroyed */
+        shut = true;
+    }));
+    raw->wheel.start_thread(200us);
+    assert_true(wait_for([&] { return shut.load(); }));
+    assert_true(wait_for([&] { return destroyed.load() == 3; }));
+    std::lock_guard<std::mutex> held(owner_lock);
+    assert_null(srv.get());
+    assert_int_equal(late_runs.load(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +360,9 @@ int main(void)
         cmocka_unit_test(test_destructor_waits_for_running_callback),
         cmocka_unit_test(test_handles_from_many_threads),
         cmocka_unit_test(test_stop_thread_from_callback),
+        cmocka_unit_test(test_sessions_across_threads),
+        cmocka_unit_test(test_on_error_on_timer_thread),
+        cmocka_unit_test(test_shutdown_on_timer_thread),
     };
     return RUN_TESTS(tests);
 }
