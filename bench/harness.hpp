@@ -81,6 +81,7 @@ struct options {
     std::vector<int> hogs{0, 2, 4}; // busy processes beside the contended runs
     bool single = true; // the single-threaded workloads
     bool idle = true;
+    bool facade = true; // the C++ facade against the C API
     std::string count; // --count STAGE: untimed, for cachegrind
     size_t hb_cap = 0;           // heartbeat ops per run (cap)
     double contended_seconds = 0; // per contended measurement

@@ -7,6 +7,7 @@
 #include "workload_clock.hpp"
 #include "workload_contended.hpp"
 #include "workload_counts.hpp"
+#include "workload_facade.hpp"
 #include "workload_far.hpp"
 #include "workload_idle.hpp"
 #include "workload_rows.hpp"
@@ -17,7 +18,7 @@ namespace bench {
 // their tables. Adding a workload: its workload_NAME.hpp, included above and
 // named here.
 using workloads = std::tuple<single_rows, far_timers, clock_driven, idle_catch_up, contended,
-                             counts>;
+                             facade_rows, counts>;
 
 // f(W{}) for every workload W of the list, in its order.
 template <class F> void for_each_workload(F &&f)
