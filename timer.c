@@ -1951,6 +1951,9 @@ static void teardown(tw_wheel *w)
 static void finish_deferred_destroy(tw_wheel *w)
 {
     int on_timer_thread;
+    /* `control` first: the tw_thread_start that created this thread may
+     * still hold it (a callback can run before pthread_create returns). */
+    pthread_mutex_lock(&w->control);
     pthread_mutex_lock(&w->sleep_mutex);
     on_timer_thread = w->thread_state != THREAD_IDLE &&
                       pthread_equal(w->thread, pthread_self());
@@ -1959,6 +1962,7 @@ static void finish_deferred_destroy(tw_wheel *w)
         pthread_detach(w->thread);
     }
     pthread_mutex_unlock(&w->sleep_mutex);
+    pthread_mutex_unlock(&w->control);
     if (!on_timer_thread)
         tw_thread_stop(w);
     teardown(w);
