@@ -1886,12 +1886,15 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     return w;
 }
 
-/* Waits, lock held, until no other thread drives the wheel or runs one of
- * its release hooks: only a caller that ignored tw_destroy's rules (using
- * the wheel from another thread while destroying it) ever waits here. */
+/* Waits, lock held, until no other thread drives the wheel, runs one of
+ * its release hooks or waits in tw_cancel for a callback: only a caller
+ * that ignored tw_destroy's rules (using the wheel from another thread
+ * while destroying it) waits for the first two; a tw_cancel that began
+ * waiting for the callback that then destroyed the wheel is woken when it
+ * returns, and must be gone before the memory is. */
 static void wait_until_alone(tw_wheel *w)
 {
-    while (w->driving || w->hooks) {
+    while (w->driving || w->hooks || w->cancel_waiters) {
         unlock(w);
         sched_yield();
         lock(w);
@@ -1945,6 +1948,16 @@ static void teardown(tw_wheel *w)
         on_destroy(context);
 }
 
+/* Whether another thread has begun stopping the timer thread. */
+static int timer_thread_stopping(tw_wheel *w)
+{
+    int stopping;
+    pthread_mutex_lock(&w->sleep_mutex);
+    stopping = w->thread_state == THREAD_STOPPING;
+    pthread_mutex_unlock(&w->sleep_mutex);
+    return stopping;
+}
+
 /* The end of a tw_destroy called from a callback or a hook on the driver;
  * the drive is over. The timer thread cannot join itself: it detaches and
  * frees the wheel as its last act. */
@@ -1987,7 +2000,13 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
         /* From a callback or a hook on the driver (a cancel's hook inside
          * a callback included): every pending timer is released now, as a
          * plain destroy would; the batch stops after this callback and the
-         * driving call frees the wheel as it returns. */
+         * driving call frees the wheel as it returns. Not on a timer thread
+         * that another thread is stopping: that one joins it, and is
+         * using the wheel after this call. */
+        if (w->timer_thread_driving && timer_thread_stopping(w)) {
+            unlock(w);
+            return -EBUSY;
+        }
         w->destroy_deferred = DEFERRED_TO_DRIVER;
         release_pending(w);
         unlock(w);
@@ -2344,7 +2363,7 @@ static uint64_t deadline_unlock(tw_wheel *w, uint64_t ticks)
         unlock(w);
         start_us = read_clock(w);
     }
-    if (span > (latest - start_us) / w->tick_us)
+    if (start_us >= latest || span > (latest - start_us) / w->tick_us)
         return latest;
     return start_us + span * w->tick_us;
 }

@@ -246,12 +246,20 @@ public:
 
     slot *take()
     {
+        {
+            guard held(*this);
+            if (free_)
+                return pop();
+        }
+        chunk *c = new chunk; /* outside the lock: releases go on meanwhile */
         guard held(*this);
-        if (!free_)
-            grow();
-        slot *s = free_;
-        free_ = s->next_free;
-        return s;
+        c->next = chunks_;
+        chunks_ = c;
+        for (slot &s : c->slots) {
+            s.next_free = free_;
+            free_ = &s;
+        }
+        return pop();
     }
     void give(slot *s) noexcept
     {
@@ -284,15 +292,11 @@ private:
         closure_pool &pool;
     };
 
-    void grow() /* may throw std::bad_alloc; the free list is then unchanged */
+    slot *pop() noexcept /* lock held, free list not empty */
     {
-        chunk *c = new chunk;
-        c->next = chunks_;
-        chunks_ = c;
-        for (slot &s : c->slots) {
-            s.next_free = free_;
-            free_ = &s;
-        }
+        slot *s = free_;
+        free_ = s->next_free;
+        return s;
     }
 
     slot *free_ = nullptr;
@@ -308,8 +312,11 @@ template <class F>
 constexpr bool fits_slot = sizeof(F) <= slot_bytes && alignof(F) <= 8;
 
 template <class F>
-struct boxed {
-    closure_header header;
+struct boxed : closure_header {
+    template <class G>
+    boxed(const closure_ops *o, G &&g) : closure_header{o, nullptr}, fn(std::forward<G>(g))
+    {
+    }
     F fn;
 };
 
@@ -329,9 +336,9 @@ struct ops_for {
     }
     static void invoke_boxed(closure_header *h)
     {
-        static_cast<void>(std::invoke(reinterpret_cast<boxed<F> *>(h)->fn));
+        static_cast<void>(std::invoke(static_cast<boxed<F> *>(h)->fn));
     }
-    static void destroy_boxed(closure_header *h) noexcept { delete reinterpret_cast<boxed<F> *>(h); }
+    static void destroy_boxed(closure_header *h) noexcept { delete static_cast<boxed<F> *>(h); }
     static constexpr closure_ops pooled{invoke_pooled, destroy_pooled};
     static constexpr closure_ops boxed_ops{invoke_boxed, destroy_boxed};
 };
@@ -353,8 +360,7 @@ closure_header *store_closure(closure_pool &pool, G &&g)
         s->header.pool = &pool;
         return &s->header;
     } else {
-        auto *b = new boxed<F>{{&ops_for<F>::boxed_ops, nullptr}, F(std::forward<G>(g))};
-        return &b->header;
+        return new boxed<F>(&ops_for<F>::boxed_ops, std::forward<G>(g));
     }
 }
 
@@ -402,13 +408,18 @@ struct wheel_state {
                 duration(static_cast<duration::rep>(us < max_us ? us : max_us))));
         const std::uint64_t clock = tw_clock_us(w);
         const time_point now = clock_type::now();
-        if (us >= clock) {
-            const std::uint64_t ahead = us - clock;
-            if (ahead >= max_us / 2)
-                return time_point::max();
-            return now + duration(static_cast<duration::rep>(ahead));
-        }
-        return now - duration(static_cast<duration::rep>(clock - us));
+        /* saturated: an offset past what the time point can hold is its end */
+        const auto room_ahead = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<duration>(time_point::max() - now).count());
+        const auto room_behind = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<duration>(now - time_point::min()).count());
+        if (us >= clock)
+            return us - clock >= room_ahead
+                       ? time_point::max()
+                       : now + duration(static_cast<duration::rep>(us - clock));
+        return clock - us >= room_behind
+                   ? time_point::min()
+                   : now - duration(static_cast<duration::rep>(clock - us));
     }
     /* Microseconds of the wheel's clock from now until t, rounded up (never
      * early); 0 for a time already past. */
@@ -422,8 +433,12 @@ struct wheel_state {
                        ? static_cast<std::uint64_t>(us) - clock
                        : 0;
         }
-        const auto left = ceil<duration>(t - std::chrono::steady_clock::now()).count();
-        return left > 0 ? static_cast<std::uint64_t>(left) : 0;
+        const time_point now = std::chrono::steady_clock::now();
+        /* compared first: t - now overflows for t = time_point::min(); once
+         * t > now it cannot (steady_clock's epoch lies in the past) */
+        if (t <= now)
+            return 0;
+        return static_cast<std::uint64_t>(ceil<duration>(t - now).count());
     }
 
     std::atomic<std::size_t> refs{1}; /* the C wheel's, plus one per handle */
@@ -1047,11 +1062,14 @@ private:
         /* w_ stays set while the closures are released: a closure's
          * destructor may call after() (which then schedules nothing). The
          * state goes with the C wheel (its on_destroy), now or at the end of
-         * the drive when called from a callback. -EBUSY (another thread
-         * drives it, the caller's race): the C library refused, and leaking
-         * beats freeing under that driver. */
+         * the drive when called from a callback. -EBUSY means another
+         * thread is inside the wheel (driving it with advance()/expire(),
+         * or in a release hook of its own cancel: the logout of a session
+         * on its thread): wait for it to leave rather than return with the
+         * wheel still running callbacks. */
         if (w_)
-            static_cast<void>(tw_destroy(w_));
+            while (tw_destroy(w_) == -EBUSY)
+                std::this_thread::yield();
         w_ = nullptr;
         state_ = nullptr;
     }

@@ -273,7 +273,7 @@ static void test_shutdown_timer_destroys_the_owner(void **)
     srv->timers.push_back(w.after(5ms, [&srv] { srv.reset(); })); /* shutdown */
     srv->timers.push_back(w.after(5ms, [&after_shutdown] { ++after_shutdown; }));
     srv->timers.push_back(w.after(9ms, [&after_shutdown] { ++after_shutdown; }));
-    srv->timers.push_back(w.every(1ms, [&after_shutdown, k = token(&l)] {}));
+    srv->timers.push_back(w.every(1ms, [k = token(&l)] {}));
     twheel::timer outside; /* a handle outliving everything */
     outside = w.after(100ms, [k = token(&l)] {});
     /* a player whose destructor books a save while the wheel goes */
