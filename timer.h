@@ -210,7 +210,8 @@ struct tw_stats {
  *     EBUSY and reschedule returns 0; cancel still works (a release hook
  *     may cancel its neighbours). The caller of the driving call must not
  *     use the wheel once it returns. A shutdown timer is this case. On the
- *     timer thread, the thread frees the wheel and exits (detached).
+ *     timer thread, the thread frees the wheel and exits (detached);
+ *     -EBUSY there while another thread is stopping it.
  *
  * From another thread while a callback or hook runs, every call works as
  * from plain code, except: advance/expire -EBUSY while the wheel is driven;
@@ -240,14 +241,18 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config);
 /* Stops the timer thread if one runs (joining it, so a callback running on
  * it finishes first), hands every pending timer's user data to its release
  * hook (callbacks never run), and frees the wheel. Returns 0; 0 for NULL.
- * From a callback, or a release hook run on the driving thread, it returns
- * 0 and the destroy is deferred to the driving call: the batch stops after
- * that callback and tw_advance()/tw_expire() (or the timer thread) frees
- * the wheel as it returns (a shutdown timer). From a release hook that
+ * From a callback, or a release hook run on the driving thread, it
+ * releases every pending timer as above, returns 0 and leaves the rest to
+ * the driving call: the batch stops after that callback and
+ * tw_advance()/tw_expire() (or the timer thread, which then detaches and
+ * exits) frees the wheel as it returns (a shutdown timer); a tw_cancel on
+ * another thread waiting for that callback returns first. From a release
+ * hook that
  * tw_cancel() runs on this thread outside any callback, it returns 0 and
  * that tw_cancel() finishes the destroy as soon as the hook returns.
  * Returns -EBUSY and touches nothing (the timer thread keeps running) when
- * called a second time, from a release hook run by tw_destroy, while
+ * called a second time, from a release hook run by tw_destroy, on the
+ * timer thread while another thread is stopping it, while
  * another thread drives the wheel with tw_advance() or tw_expire(), or
  * while another thread runs one of its release hooks (but the timer
  * thread: its hooks, like its callbacks, finish before the join). See

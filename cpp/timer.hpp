@@ -18,7 +18,8 @@
  * with the timer pending (pending timers never fire then). A handle holds
  * the wheel's shared state and the C id, never the closure or the wheel
  * object, so it may outlive the firing, a move of the wheel, the wheel
- * itself, and be destroyed from inside its own callback or by the closure
+ * itself (once its destruction has finished: not on another thread during
+ * it), and be destroyed from inside its own callback or by the closure
  * its own cancel() destroys (a closure may own its handle, or the object
  * holding it: the shared_from_this idiom). A callback may destroy the wheel
  * object that runs it (a shutdown timer): the rest of the batch does not
@@ -817,7 +818,7 @@ public:
     }
 
     /* Runs f() once at `when` by the wheel's clock (see "Absolute time"):
-     * never before it on a clock-driven wheel, and at most about one tick
+     * never before it on a clock-driven wheel, and less than two ticks
      * after it plus the wait for the next expire(). A time already past
      * runs at the next expire()/advance(). Errors as after(). */
     template <class F>
