@@ -203,10 +203,10 @@ struct tw_stats {
  *     returns (pending timers released, none fired), then returns 1. The
  *     wheel must not be used after either call.
  * [4] -EDEADLK on the timer thread itself.
- * [5] deferred to the driving call: the callback (or hook) goes on to its
- *     end, no further callback runs, and tw_advance()/tw_expire() (or the
- *     timer thread) releases every pending timer and frees the wheel as it
- *     returns, then returns the callbacks run. From then on, add fails with
+ * [5] every pending timer is released inside the call (each hook once),
+ *     the callback (or hook) goes on to its end, no further callback runs,
+ *     and tw_advance()/tw_expire() (or the timer thread) frees the wheel
+ *     as it returns, returning the callbacks run. From then on, add fails with
  *     EBUSY and reschedule returns 0; cancel still works (a release hook
  *     may cancel its neighbours). The caller of the driving call must not
  *     use the wheel once it returns. A shutdown timer is this case. On the
