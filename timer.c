@@ -175,10 +175,6 @@ struct block_chunk {
 
 enum thread_state { THREAD_IDLE = 0, THREAD_RUNNING, THREAD_STOPPING };
 
-/* A release hook running with the lock dropped. Frames live on the stacks
- * of the threads running hooks and are chained per wheel (newest first), so
- * tw_destroy can tell that it is called from inside one, and so teardown
- * can wait for hooks that other threads are running. */
 /* Who finishes a tw_destroy that could not free the wheel at once. */
 enum deferred_destroy {
     NOT_DEFERRED,
@@ -186,6 +182,10 @@ enum deferred_destroy {
     DEFERRED_TO_DRIVER  /* called in a callback or a hook on the driver */
 };
 
+/* A release hook running with the lock dropped. Frames live on the stacks
+ * of the threads running hooks and are chained per wheel (newest first), so
+ * tw_destroy can tell that it is called from inside one, and so teardown
+ * can wait for hooks that other threads are running. */
 struct hook_frame {
     struct hook_frame *next;
     pthread_t thread;
@@ -1901,8 +1901,6 @@ static void wait_until_alone(tw_wheel *w)
     }
 }
 
-/* Releases every pending timer and frees the wheel; lock not held, the
- * timer thread stopped, the decision to destroy taken. */
 /* Hands every pending timer to its release hook; lock held. From here on
  * adds fail and nothing fires. */
 static void release_pending(tw_wheel *w)
@@ -1924,6 +1922,8 @@ static void release_pending(tw_wheel *w)
     }
 }
 
+/* Releases every pending timer and frees the wheel; lock not held, the
+ * timer thread stopped, the decision to destroy taken. */
 static void teardown(tw_wheel *w)
 {
     tw_release *on_destroy = w->on_destroy;
