@@ -236,13 +236,17 @@ public:
     explicit closure_pool(bool threaded) noexcept : threaded_(threaded) {}
     closure_pool(const closure_pool &) = delete;
     closure_pool &operator=(const closure_pool &) = delete;
-    ~closure_pool()
+    ~closure_pool() { clear(); }
+
+    /* Frees every chunk; only once no slot is in use (the wheel is gone). */
+    void clear() noexcept
     {
         while (chunks_) {
             chunk *next = chunks_->next;
             delete chunks_;
             chunks_ = next;
         }
+        free_ = nullptr;
     }
 
     slot *take()
@@ -457,6 +461,7 @@ inline void on_wheel_destroyed(void *context)
 {
     auto *state = static_cast<wheel_state *>(context);
     state->wheel.store(nullptr, std::memory_order_release);
+    state->pool.clear(); /* handles may keep the state, not the slots */
     state->unref();
 }
 
