@@ -413,16 +413,16 @@ struct wheel_state {
                 duration(static_cast<duration::rep>(us < max_us ? us : max_us))));
         const std::uint64_t clock = tw_clock_us(w);
         const time_point now = clock_type::now();
-        /* saturated: an offset past what the time point can hold is its end */
-        const auto room_ahead = static_cast<std::uint64_t>(
-            std::chrono::duration_cast<duration>(time_point::max() - now).count());
-        const auto room_behind = static_cast<std::uint64_t>(
-            std::chrono::duration_cast<duration>(now - time_point::min()).count());
+        /* Saturated: an offset past what the time point can hold is its end.
+         * steady_clock's epoch lies in the past (now >= 0), so now minus any
+         * offset the duration holds stays above time_point::min(). */
+        const auto now_us = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<duration>(now.time_since_epoch()).count());
         if (us >= clock)
-            return us - clock >= room_ahead
+            return us - clock >= max_us - now_us
                        ? time_point::max()
                        : now + duration(static_cast<duration::rep>(us - clock));
-        return clock - us >= room_behind
+        return clock - us >= max_us
                    ? time_point::min()
                    : now - duration(static_cast<duration::rep>(clock - us));
     }

@@ -7,9 +7,29 @@
 #include <string>
 #include <vector>
 
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
 #include "helpers.hpp"
 
 using std::chrono::steady_clock;
+
+/* Every allocation of this program, counted while `counting` is set: the
+ * facade must make none per timer for a small closure. */
+static std::atomic<bool> counting{false};
+static std::atomic<long> allocations{0};
+[[gnu::noinline]] void *operator new(std::size_t size)
+{
+    if (counting.load(std::memory_order_relaxed))
+        allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void *p = std::malloc(size ? size : 1))
+        return p;
+    throw std::bad_alloc();
+}
+/* out of line: inlined, gcc takes the free() for a mismatch with new */
+[[gnu::noinline]] void operator delete(void *p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void *p, std::size_t) noexcept { std::free(p); }
 
 /* A fake clock wheel: readings are mapped onto steady_clock by offset. */
 struct fake_wheel {
@@ -230,22 +250,49 @@ static void test_closure_storage_kinds(void **)
     assert_int_equal(inline_runs, 3);
     assert_int_equal(mid_runs, 3);
     assert_int_equal(big_runs, 3);
-    /* a mutable pointer-sized lambda is not inline: its state persists */
+    /* a mutable lambda is never inline: its state persists between runs,
+     * also at a pointer's size */
     int m = 0;
     twheel::timer d = w.every(1ms, [&m, n = 0]() mutable { m = ++n; });
+    static std::intptr_t small_state;
+    small_state = 0;
+    twheel::timer e = w.every(1ms, [n = std::intptr_t{0}]() mutable { small_state = ++n; });
     w.advance(2);
     assert_int_equal(m, 2);
+    assert_int_equal(small_state, 2);
     assert_true(b.cancel());
     assert_true(c.cancel());
     assert_int_equal(l.alive(), 0);
-    /* many pooled closures: the pool grows and reuses slots */
-    for (int round = 0; round < 3; round++) {
-        std::vector<twheel::timer> many;
-        for (int i = 0; i < 1000; i++)
+    /* many pooled closures: the pool grows once, then reuses its slots;
+     * neither a pooled nor an inline closure allocates per timer */
+    std::vector<twheel::timer> many;
+    many.reserve(2000);
+    for (int round = 0; round < 5; round++) {
+        if (round == 1)
+            counting = true;
+        for (int i = 0; i < 1000; i++) {
             many.push_back(w.after(1ms, [k = token(&l), i] { (void)i; }));
+            many.push_back(w.after(1ms, [counter] { ++*counter; }));
+        }
         assert_int_equal(l.alive(), 1000);
+        many.clear();
     }
+    counting = false;
+    assert_int_equal(allocations.load(), 0);
     assert_int_equal(l.alive(), 0);
+}
+
+/* A custom clock's readings are placed on steady_clock by the offset now:
+ * a deadline the clock has passed lies in steady_clock's past by as much. */
+static void test_deadline_past_on_a_custom_clock(void **)
+{
+    fake_wheel f;
+    twheel::timer t = f.w.after(1ms, [] {});
+    f.clock_us += 50000; /* 50 ms on, no expire() yet */
+    const twheel::time_point deadline = *t.deadline(); /* then now: later */
+    const auto before = std::chrono::duration_cast<std::chrono::microseconds>(
+                            steady_clock::now() - deadline).count();
+    assert_true(before >= 49000 && before < 49000 + 100000);
 }
 
 int main(void)
@@ -259,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_reschedule_changes_the_interval),
         cmocka_unit_test(test_state_table),
         cmocka_unit_test(test_closure_storage_kinds),
+        cmocka_unit_test(test_deadline_past_on_a_custom_clock),
     };
     return RUN_TESTS(tests);
 }

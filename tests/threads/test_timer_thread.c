@@ -9,6 +9,8 @@
  */
 #include "thr.h"
 
+#include <stdio.h>
+
 /* ---- what the callbacks saw ---------------------------------------------- */
 
 static pthread_t main_thread;
@@ -455,6 +457,45 @@ static void test_destroy_inside_callback(void **state)
     assert_int_equal(atomic_load(&inside_destroyed), 1);
 }
 
+/* The timer thread that frees its wheel detaches itself: run it many
+ * times and the address space does not grow by a thread stack each time
+ * (an undetached, unjoined thread keeps its stack for good; 8 MB each by
+ * default). Read from /proc/self/status; skipped where that is missing or
+ * under a sanitizer, whose allocator changes the picture. */
+static long vm_size_kb(void)
+{
+    char line[256];
+    long kb = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+static void test_destroy_inside_callback_frees_the_thread(void **state)
+{
+    const int rounds = 40;
+    long before, after;
+    int i;
+#if THR_TSAN || defined(__SANITIZE_ADDRESS__)
+    skip();
+#endif
+    before = vm_size_kb();
+    if (before < 0)
+        skip();
+    for (i = 0; i < rounds; i++)
+        test_destroy_inside_callback(state);
+    after = vm_size_kb();
+    if (after - before > 8 * 1024 * (rounds / 2))
+        fail_msg("address space grew by %ld kB over %d timer threads that "
+                 "destroyed their wheel: their stacks were not freed",
+                 after - before, rounds);
+}
+
 /* ---- destroy with the thread running ------------------------------------- */
 
 static void test_destroy_running(void **state)
@@ -655,6 +696,7 @@ int main(void)
         T_SPIN(test_destroy_inside_callback),
         T_ADAPTIVE(test_destroy_inside_callback),
         T_MUTEX(test_destroy_inside_callback),
+        T_ADAPTIVE(test_destroy_inside_callback_frees_the_thread),
         T_SPIN(test_destroy_running),
         T_ADAPTIVE(test_destroy_running),
         T_MUTEX(test_destroy_running),

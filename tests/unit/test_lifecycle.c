@@ -386,6 +386,74 @@ static void test_destroy_twice_from_callback(void **state)
     assert_int_equal(shutdown.destroyed, 1);
 }
 
+/* A periodic timer that destroys the wheel: it runs once. Here it is due
+ * behind schedule (added with first 0 during a call that went on to tick
+ * 10), so the next call runs it at once and its re-arm lands in the batch
+ * being dispatched: only the stop after the destroying callback keeps it
+ * from running again in the same call. */
+static int periodic_runs;
+static void destroy_periodic_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    (void)id, (void)user_data;
+    if (periodic_runs++ == 0)
+        shutdown.destroy_ret = tw_destroy(w);
+}
+
+static void add_behind_schedule_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    (void)id, (void)user_data;
+    assert_int_not_equal(tw_add_periodic(w, 0, 1, destroy_periodic_cb, NULL), 0);
+}
+
+static void test_destroy_from_periodic_callback(void **state)
+{
+    (void)state;
+    tw_wheel *w = shutdown_wheel(TW_DRIVE_TICKS);
+    periodic_runs = 0;
+    assert_int_not_equal(tw_add(w, 1, add_behind_schedule_cb, NULL), 0);
+    assert_int_equal(tw_advance(w, 10), 1);
+    assert_int_equal(tw_advance(w, 1), 1); /* the periodic, once */
+    assert_int_equal(periodic_runs, 1);
+    assert_int_equal(shutdown.destroy_ret, 0);
+    assert_int_equal(shutdown.destroyed, 1);
+
+    /* and one on time, driven across many of its periods in one call */
+    w = shutdown_wheel(TW_DRIVE_TICKS);
+    periodic_runs = 0;
+    assert_int_not_equal(tw_add_periodic(w, 1, 1, destroy_periodic_cb, NULL), 0);
+    assert_int_equal(tw_advance(w, 10), 1);
+    assert_int_equal(periodic_runs, 1);
+    assert_int_equal(shutdown.destroyed, 1);
+}
+
+/* Deferred to a tw_cancel (its release hook destroyed the wheel): the rest
+ * of that hook cannot add or reschedule either. */
+static tw_id deferred_other;
+static void destroy_then_add_release(void *user_data)
+{
+    shutdown_release(user_data);
+    shutdown.destroy_ret = tw_destroy(shutdown.wheel);
+    errno = 0;
+    shutdown.add_after = tw_add(shutdown.wheel, 1, shutdown_plain_cb, NULL);
+    shutdown.add_errno = errno;
+    shutdown.reschedule_after = tw_reschedule(shutdown.wheel, deferred_other, 9);
+}
+
+static void test_destroy_deferred_to_cancel_refuses_adds(void **state)
+{
+    (void)state;
+    tw_wheel *w = shutdown_wheel(TW_DRIVE_TICKS);
+    tw_id self = tw_add_ex(w, 5, 0, shutdown_plain_cb, destroy_then_add_release, TAG(0));
+    deferred_other = tw_add_ex(w, 6, 0, shutdown_plain_cb, shutdown_release, TAG(1));
+    assert_int_equal(tw_cancel(w, self), 1); /* the wheel is gone after this */
+    assert_int_equal(shutdown.destroy_ret, 0);
+    assert_int_equal(shutdown.add_after, 0);
+    assert_int_equal(shutdown.add_errno, EBUSY);
+    assert_int_equal(shutdown.reschedule_after, 0);
+    assert_int_equal(shutdown.released[0] + shutdown.released[1], 2);
+    assert_int_equal(shutdown.destroyed, 1);
+}
+
 /* on_destroy from plain tw_destroy too, after every hook. */
 static void test_on_destroy_plain(void **state)
 {
@@ -433,6 +501,8 @@ int main(void)
         T(test_destroy_from_callback_expire),
         T(test_destroy_from_driver_hook),
         T(test_destroy_twice_from_callback),
+        T(test_destroy_from_periodic_callback),
+        T(test_destroy_deferred_to_cancel_refuses_adds),
         T(test_on_destroy_plain),
         T(test_create_destroy_loop),
     };
