@@ -22,8 +22,9 @@
  * it), and be destroyed from inside its own callback or by the closure
  * its own cancel() destroys (a closure may own its handle, or the object
  * holding it: the shared_from_this idiom). A callback may destroy the wheel
- * object that runs it (a shutdown timer): the rest of the batch does not
- * run and the wheel is freed as the driving call returns. While a wheel is
+ * object that runs it (a shutdown timer): every other pending closure is
+ * released inside that destruction, the rest of the batch does not run,
+ * and the wheel is freed as the driving call returns. While a wheel is
  * being destroyed, after()/every()/at() from a closure's destructor
  * schedule nothing and throw nothing (the closure is destroyed, the handle
  * empty); cancel() still works.
