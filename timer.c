@@ -175,13 +175,6 @@ struct block_chunk {
 
 enum thread_state { THREAD_IDLE = 0, THREAD_RUNNING, THREAD_STOPPING };
 
-/* Who finishes a tw_destroy that could not free the wheel at once. */
-enum deferred_destroy {
-    NOT_DEFERRED,
-    DEFERRED_TO_CANCEL, /* called in a hook that tw_cancel runs */
-    DEFERRED_TO_DRIVER  /* called in a callback or a hook on the driver */
-};
-
 /* A release hook running with the lock dropped. Frames live on the stacks
  * of the threads running hooks and are chained per wheel (newest first), so
  * tw_destroy can tell that it is called from inside one, and so teardown
@@ -231,9 +224,9 @@ struct tw_wheel {
     uint64_t drive_target; /* while driving: the tick the call walks to */
     int driving;      /* inside tw_advance/tw_expire */
     int timer_thread_driving; /* ... called by the timer thread */
-    int destroying;   /* tw_destroy is releasing and freeing */
-    int destroy_deferred; /* tw_destroy returned 0 and left the destroy to
-                             a caller further out: enum deferred_destroy */
+    int destroying;   /* tw_destroy has begun: nothing is added or fires */
+    int free_after_drive; /* tw_destroy ran on the driver: the driving call
+                             frees the wheel as it returns */
     pthread_t driver; /* valid while driving */
     struct hook_frame *hooks; /* release hooks running now */
 
@@ -1148,7 +1141,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     }
     clock = call_clock(w);
     lock(w);
-    if (w->destroying || w->destroy_deferred)
+    if (w->destroying)
         error = EBUSY;
     else if (w->live >= w->max_timers)
         error = ENOSPC;
@@ -1314,7 +1307,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         callback(w, make_id(index, generation), user_data);
         acquire(w, 1);
         ran++; /* n is still the node: chunks never move */
-        if (n->state == NODE_DETACHED && n->interval) {
+        if (n->state == NODE_DETACHED && n->interval && !w->destroying) {
             /* A periodic timer nobody touched while it ran: fixed rate, so
              * the next firing counts from when this one was due. */
             uint64_t next = due + n->interval;
@@ -1322,16 +1315,19 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
                 link_due(w, list, index, next); /* catching up, in order */
             else
                 schedule(w, index, n, next);
-        } else if (n->state != NODE_LINKED && !n->release) {
-            node_free(w, n, index); /* one-shot done, or cancelled meanwhile */
         } else if (n->state != NODE_LINKED) {
-            finish_node(w, index); /* the same, with a release hook to run */
+            /* one-shot done, cancelled meanwhile, or a periodic timer whose
+             * callback destroyed the wheel (nothing re-arms then) */
+            if (n->state == NODE_DETACHED && n->interval)
+                w->live--;
+            if (!n->release)
+                node_free(w, n, index);
+            else
+                finish_node(w, index);
         }
         w->running = NIL;
         if (w->cancel_waiters) /* they sleep until this callback is done */
             wake_cancel_waiters(w);
-        if (w->destroy_deferred == DEFERRED_TO_DRIVER)
-            break; /* destroyed from here: no further callback runs */
     }
     w->dispatching = LIST_NONE;
     return ran;
@@ -1353,8 +1349,8 @@ static void teardown(tw_wheel *w);
 static void finish_deferred_destroy(tw_wheel *w);
 
 /* Called with the lock held; returns with it released. A callback or hook
- * that destroyed the wheel ends the walk; the wheel is then freed here, and
- * *destroyed (when given) says so. */
+ * that destroyed the wheel left nothing pending, so the walk ends; the
+ * wheel is then freed here, and *destroyed (when given) says so. */
 static int64_t drive(tw_wheel *w, uint64_t target, int *destroyed)
 {
     int64_t ran;
@@ -1365,7 +1361,7 @@ static int64_t drive(tw_wheel *w, uint64_t target, int *destroyed)
     w->driver = pthread_self();
     w->due_list = list == LIST_DUE_A ? LIST_DUE_B : LIST_DUE_A;
     ran = run_batch(w, list);
-    while (w->destroy_deferred != DEFERRED_TO_DRIVER) {
+    for (;;) {
         uint64_t step = next_event(w, &list);
         if (step == TW_NEVER || step > target - w->now)
             break;
@@ -1374,9 +1370,8 @@ static int64_t drive(tw_wheel *w, uint64_t target, int *destroyed)
             cascade(w);
         ran += run_batch(w, (uint32_t)w->now & NEAR_MASK);
     }
-    destroy = w->destroy_deferred == DEFERRED_TO_DRIVER;
-    if (!destroy)
-        w->now = target;
+    destroy = w->free_after_drive;
+    w->now = target;
     w->driving = w->timer_thread_driving = 0;
     unlock(w);
     end_drive_claim(w);
@@ -1917,7 +1912,10 @@ static void release_pending(tw_wheel *w)
             if (list >= LIST_LEVEL0 && list < LIST_SLOTS)
                 forget_least(w, list - LIST_LEVEL0, node_at(w, index)->expire);
             w->live--;
-            finish_node(w, index);
+            if (index == w->running) /* moved while its callback runs */
+                node_at(w, index)->state = NODE_CANCELLED; /* run_batch ends it */
+            else
+                finish_node(w, index);
         }
     }
 }
@@ -1930,8 +1928,7 @@ static void teardown(tw_wheel *w)
     void *context = w->context;
     lock(w);
     wait_until_alone(w);
-    release_pending(w); /* again after a deferred destroy: a periodic timer
-                           whose callback destroyed the wheel re-armed */
+    release_pending(w); /* nothing left after a destroy from a callback */
     wait_until_alone(w); /* hooks of cancels made meanwhile by others */
     unlock(w);
     while (w->chunk_count)
@@ -1992,7 +1989,7 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
     if (!w)
         return 0;
     lock(w);
-    if (w->destroying || w->destroy_deferred) {
+    if (w->destroying) {
         unlock(w);
         return -EBUSY;
     }
@@ -2007,7 +2004,7 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
             unlock(w);
             return -EBUSY;
         }
-        w->destroy_deferred = DEFERRED_TO_DRIVER;
+        w->free_after_drive = 1;
         release_pending(w);
         unlock(w);
         return 0;
@@ -2020,7 +2017,7 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
          * tw_cancel calls destroys the wheel once its hook has returned,
          * so no caller further in still holds a wheel that was freed. */
         outermost->destroy = 1;
-        w->destroy_deferred = DEFERRED_TO_CANCEL;
+        w->destroying = 1; /* adds fail from here, as in the teardown */
         unlock(w);
         return 0;
     }
@@ -2145,7 +2142,7 @@ static int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
     clock = call_clock(w);
     lock(w);
     n = node_of(w, id, &index);
-    if (!n || w->destroying || w->destroy_deferred ||
+    if (!n || w->destroying ||
         !(n->state == NODE_LINKED || (n->state == NODE_DETACHED && n->interval))) {
         unlock(w);
         return 0;
@@ -2421,7 +2418,7 @@ TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
     if (!w || period_us == 0 || w->lock_kind == TW_LOCK_NONE)
         return -EINVAL;
     lock(w); /* a thread started now would outlive the wheel */
-    error = w->destroying || w->destroy_deferred;
+    error = w->destroying;
     if (!error) {
         if (spin_load(&w->drive) == TW_DRIVE_AUTO)
             spin_store(&w->drive, (unsigned)TW_DRIVE_CLOCK);

@@ -426,6 +426,32 @@ static void test_destroy_from_periodic_callback(void **state)
     assert_int_equal(shutdown.destroyed, 1);
 }
 
+/* A periodic timer that moved itself, then destroyed the wheel, from its
+ * callback: it is linked again while it runs, so the destroy finds it in a
+ * slot; its user data must still come back once, after the callback. */
+static tw_id moved_self;
+static void move_then_destroy_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    (void)id;
+    shutdown.ran[UNTAG(user_data)]++;
+    assert_int_equal(tw_reschedule(w, moved_self, 5), 1);
+    shutdown.destroy_ret = tw_destroy(w);
+    shutdown.released_at_destroy = shutdown.released[UNTAG(user_data)];
+}
+
+static void test_destroy_from_periodic_that_moved_itself(void **state)
+{
+    (void)state;
+    tw_wheel *w = shutdown_wheel(TW_DRIVE_TICKS);
+    moved_self = tw_add_ex(w, 1, 3, move_then_destroy_cb, shutdown_release, TAG(2));
+    assert_int_not_equal(moved_self, 0);
+    assert_int_equal(tw_advance(w, 10), 1);
+    assert_int_equal(shutdown.destroy_ret, 0);
+    assert_int_equal(shutdown.released_at_destroy, 0); /* not while it runs */
+    assert_int_equal(shutdown.released[2], 1);
+    assert_int_equal(shutdown.destroyed, 1);
+}
+
 /* Deferred to a tw_cancel (its release hook destroyed the wheel): the rest
  * of that hook cannot add or reschedule either. */
 static tw_id deferred_other;
@@ -502,6 +528,7 @@ int main(void)
         T(test_destroy_from_driver_hook),
         T(test_destroy_twice_from_callback),
         T(test_destroy_from_periodic_callback),
+        T(test_destroy_from_periodic_that_moved_itself),
         T(test_destroy_deferred_to_cancel_refuses_adds),
         T(test_on_destroy_plain),
         T(test_create_destroy_loop),
