@@ -93,6 +93,16 @@ inline facade_times facade_c_api(const facade_input &in, std::vector<facade_cont
     return t;
 }
 
+// The closure a facade row schedules: 8 bytes (inline) or 16 (pooled),
+// doing what facade_c_fire does.
+template <bool Inline> auto facade_closure(facade_context *p)
+{
+    if constexpr (Inline)
+        return [p] { p->fired++; };
+    else
+        return [p, step = uint64_t(1)] { p->fired += step; };
+}
+
 template <bool Inline>
 facade_times facade_cpp(const facade_input &in, std::vector<facade_context> &ctx)
 {
@@ -100,26 +110,14 @@ facade_times facade_cpp(const facade_input &in, std::vector<facade_context> &ctx
     twheel::config c;
     c.drive = twheel::drive_kind::ticks;
     twheel::wheel w(c);
-    for (size_t i = 0; i < n; i++) {
-        facade_context *p = &ctx[i];
-        if constexpr (Inline)
-            w.after_detached(std::chrono::milliseconds(in.delay_age[i]), [p] { p->fired++; });
-        else
-            w.after_detached(std::chrono::milliseconds(in.delay_age[i]),
-                             [p, step = uint64_t(1)] { p->fired += step; });
-    }
+    for (size_t i = 0; i < n; i++)
+        w.after_detached(std::chrono::milliseconds(in.delay_age[i]), facade_closure<Inline>(&ctx[i]));
     w.advance(MAX_DELAY + 1);
     std::vector<twheel::timer> handles(n);
     facade_times t{};
     uint64_t t0 = now_ns();
-    for (size_t i = 0; i < n; i++) {
-        facade_context *p = &ctx[i];
-        if constexpr (Inline)
-            handles[i] = w.after(std::chrono::milliseconds(in.delay[i]), [p] { p->fired++; });
-        else
-            handles[i] = w.after(std::chrono::milliseconds(in.delay[i]),
-                                 [p, step = uint64_t(1)] { p->fired += step; });
-    }
+    for (size_t i = 0; i < n; i++)
+        handles[i] = w.after(std::chrono::milliseconds(in.delay[i]), facade_closure<Inline>(&ctx[i]));
     uint64_t t1 = now_ns();
     for (uint32_t k : in.cancel_order)
         handles[k].cancel();

@@ -173,9 +173,9 @@ static inline uint64_t read_fake_clock(void *context)
     return clock->us;
 }
 
-/* A single-threaded wheel with 1 ms ticks on that clock. */
-
-static inline tw_wheel *new_fake_clock_wheel(struct fake_clock *clock)
+/* A single-threaded wheel with 1 ms ticks on that clock, driven as
+ * `drive` says (enum tw_drive_kind). */
+static inline tw_wheel *new_fake_clock_wheel_driven(struct fake_clock *clock, int drive)
 {
     struct tw_config c;
     tw_config_init(&c);
@@ -183,7 +183,13 @@ static inline tw_wheel *new_fake_clock_wheel(struct fake_clock *clock)
     c.tick_us = 1000;
     c.clock_fn = read_fake_clock;
     c.clock_context = clock;
+    c.drive = drive;
     return new_wheel_cfg(&c);
+}
+
+static inline tw_wheel *new_fake_clock_wheel(struct fake_clock *clock)
+{
+    return new_fake_clock_wheel_driven(clock, TW_DRIVE_AUTO);
 }
 
 /* Deterministic PRNG (xorshift64*) for the few tests that scatter delays. */

@@ -60,13 +60,7 @@ static void test_tick_driven_deadline_is_projected(void **state)
 {
     (void)state;
     struct fake_clock clock = {50000, 0};
-    struct tw_config c;
-    tw_config_init(&c);
-    c.lock = TW_LOCK_NONE;
-    c.drive = TW_DRIVE_TICKS;
-    c.clock_fn = read_fake_clock;
-    c.clock_context = &clock;
-    tw_wheel *w = new_wheel_cfg(&c);
+    tw_wheel *w = new_fake_clock_wheel_driven(&clock, TW_DRIVE_TICKS);
     tw_id id = tw_add(w, 4, rec_cb, TAG(1));
     assert_int_equal(tw_deadline_us(w, id), 54000);
     clock.us = 90000;

@@ -21,14 +21,7 @@ static void clock_cb(tw_wheel *w, tw_id id, void *user_data)
 
 static tw_wheel *clock_wheel(int drive)
 {
-    struct tw_config c;
-    tw_config_init(&c);
-    c.lock = TW_LOCK_NONE;
-    c.tick_us = MS;
-    c.clock_fn = read_fake_clock;
-    c.clock_context = &clk;
-    c.drive = drive;
-    return new_wheel_cfg(&c);
+    return new_fake_clock_wheel_driven(&clk, drive); /* MS-long ticks */
 }
 
 /* Moves the fake clock to `us` and runs tw_expire(). */
