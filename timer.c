@@ -1075,6 +1075,24 @@ static uint64_t clock_tick(const tw_wheel *w, uint64_t clock, int round_up)
     return ticks > w->now ? ticks : w->now;
 }
 
+/* The reading `ticks` tick lengths after `start_us`, saturated below
+ * UINT64_MAX (TW_NEVER). */
+static uint64_t ticks_after_us(const tw_wheel *w, uint64_t start_us, uint64_t ticks)
+{
+    const uint64_t latest = UINT64_MAX - 1;
+    if (start_us >= latest || ticks > (latest - start_us) / w->tick_us)
+        return latest;
+    return start_us + ticks * w->tick_us;
+}
+
+/* The reading at which the tick `ticks` from now begins by the reference
+ * point, so the first tw_expire() reading it reaches that tick; lock held,
+ * a clock-driven wheel (base_tick <= now always). */
+static uint64_t tick_start_us(const tw_wheel *w, uint64_t ticks)
+{
+    return ticks_after_us(w, w->base_us, w->now + ticks - w->base_tick);
+}
+
 /* The due tick of a timer added or rescheduled now, from a clock reading
  * (a tick-driven wheel's is `now + delay`, computed inline); lock held.
  * TW_NEVER when the clock has run so far past `now` (no driver ran for
@@ -2306,10 +2324,7 @@ TW_EXPORT int32_t tw_timeout_ms(tw_wheel *w)
     ticks = next_expiry_locked(w, 0);
     by_clock = !w->ticks_only;
     if (by_clock && ticks != TW_NEVER && ticks != 0) {
-        /* The due tick starts at base_us + (due - base_tick) * tick_us. */
-        uint64_t due = w->now + ticks - w->base_tick;
-        if (due <= (UINT64_MAX - w->base_us) / w->tick_us)
-            due_us = w->base_us + due * w->tick_us;
+        due_us = tick_start_us(w, ticks);
         last_us = w->last_clock_us;
     }
     unlock(w);
@@ -2345,24 +2360,15 @@ TW_EXPORT uint64_t tw_clock_us(tw_wheel *w)
  * from the clock as it reads now, one tick length each. */
 static uint64_t deadline_unlock(tw_wheel *w, uint64_t ticks)
 {
-    const uint64_t latest = UINT64_MAX - 1; /* UINT64_MAX is TW_NEVER */
-    uint64_t start_us, span;
-    if (ticks == TW_NEVER) {
+    uint64_t result = TW_NEVER;
+    if (ticks == TW_NEVER || !w->ticks_only) {
+        if (ticks != TW_NEVER)
+            result = tick_start_us(w, ticks);
         unlock(w);
-        return TW_NEVER;
+        return result;
     }
-    if (!w->ticks_only) {
-        span = w->now + ticks - w->base_tick; /* base_tick <= now always */
-        start_us = w->base_us;
-        unlock(w);
-    } else {
-        span = ticks;
-        unlock(w);
-        start_us = read_clock(w);
-    }
-    if (start_us >= latest || span > (latest - start_us) / w->tick_us)
-        return latest;
-    return start_us + span * w->tick_us;
+    unlock(w);
+    return ticks_after_us(w, read_clock(w), ticks);
 }
 
 TW_EXPORT uint64_t tw_deadline_us(tw_wheel *w, tw_id id)
