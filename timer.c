@@ -76,27 +76,37 @@ typedef unsigned spin_word;
 #endif
 
 /* ==== geometry and types ================================================
- * Skynet's shape: near[256] for the current 256-tick window, then four
- * levels of 64 slots, each covering 6 more bits of the 32-bit tick. */
+ * Skynet's shape: near slots for the current 256-tick window, then four
+ * levels of 64 slots, each covering 6 more bits of the 32-bit tick. Near
+ * and levels 0..2 have twice the slots (a ring): the second half holds the
+ * next window's timers, moved there ahead of time a few per tick by the
+ * staging (see its section) instead of all at once when time enters that
+ * window. Level 3 is never staged into and keeps 64. */
 
 #define NEAR_BITS 8
-#define NEAR_SIZE (1u << NEAR_BITS)
+#define NEAR_SIZE (1u << NEAR_BITS) /* ticks in a near window */
 #define NEAR_MASK (NEAR_SIZE - 1)
+#define NEAR_SLOTS (2 * NEAR_SIZE)
+#define NEAR_RING_MASK (NEAR_SLOTS - 1)
 #define LEVEL_BITS 6
-#define LEVEL_SIZE (1u << LEVEL_BITS)
-#define LEVEL_MASK (LEVEL_SIZE - 1)
+#define LEVEL_SIZE (1u << LEVEL_BITS) /* slots in a level's window */
+#define LEVEL_SLOTS (2 * LEVEL_SIZE)  /* room given to each level */
+#define LEVEL_RING_MASK (LEVEL_SLOTS - 1)
 #define LEVELS 4
 
 /* Every pending node is placed in exactly one queue, named by a small
- * number: the 256 near slots, the 4*64 level slots, and two due queues that
- * take turns: one collects timers due now for the next advance while the
- * driver runs the other. ("list" in names below means such a number.) */
-#define LIST_LEVEL0 NEAR_SIZE
-#define LIST_SLOTS (NEAR_SIZE + LEVELS * LEVEL_SIZE) /* 512 */
+ * number: the 512 near slots, the 4*128 level slots (level 3 uses 64), and
+ * two due queues that take turns: one collects timers due now for the next
+ * advance while the driver runs the other. ("list" in names below means
+ * such a number.) Level l's slots start at level_list(l), a multiple of 64,
+ * so a level's occupancy bits fill whole words. */
+#define LIST_LEVEL0 NEAR_SLOTS
+#define LIST_SLOTS (NEAR_SLOTS + LEVELS * LEVEL_SLOTS) /* 1024 */
 #define LIST_DUE_A LIST_SLOTS
 #define LIST_DUE_B (LIST_SLOTS + 1)
 #define LIST_COUNT (LIST_SLOTS + 2)
 #define LIST_NONE 0xffffu
+#define LEVEL_SLOT_COUNT (LIST_SLOTS - LIST_LEVEL0)
 
 /* A node's `list` field names its queue. On a due queue, the due tick may
  * lie more than 2^32 ticks back (a callback re-armed it during a long jump),
@@ -197,8 +207,9 @@ struct tw_wheel {
     /* per level slot: the least due tick filed there (low 32 bits), a lower
      * bound on its timers, exact unless the slot's bit in least_stale says
      * the timer that held it has left since */
-    uint32_t least[LEVELS * LEVEL_SIZE];
-    uint64_t least_stale[LEVELS];
+    uint32_t least[LEVEL_SLOT_COUNT];
+    uint64_t least_stale[LEVEL_SLOT_COUNT / 64];
+    uint64_t staged_tick; /* `now` when the staging last ran */
 
     /* pool */
     struct node **chunks;
@@ -609,10 +620,10 @@ static void prefetch_ahead(const tw_wheel *w, uint32_t position, int walk_start)
 /* A queue's group as tw_stats reports it: 0 near, 1..4 level 0..3, 5 due. */
 static int group_of(unsigned list)
 {
-    if (list < NEAR_SIZE)
+    if (list < LIST_LEVEL0)
         return 0;
     if (list < LIST_SLOTS)
-        return 1 + (int)((list - LIST_LEVEL0) >> LEVEL_BITS);
+        return 1 + (int)((list - LIST_LEVEL0) / LEVEL_SLOTS);
     return 5;
 }
 
@@ -768,14 +779,14 @@ static HOT_INLINE void note_least(tw_wheel *w, unsigned slot, uint32_t expire)
     if (w->queues[LIST_LEVEL0 + slot].count == 0 ||
         (uint32_t)(expire - time) < (uint32_t)(w->least[slot] - time)) {
         w->least[slot] = expire;
-        w->least_stale[slot >> LEVEL_BITS] &= ~(UINT64_C(1) << (slot & LEVEL_MASK));
+        w->least_stale[slot >> 6] &= ~(UINT64_C(1) << (slot & 63));
     }
 }
 
 static HOT_INLINE void forget_least(tw_wheel *w, unsigned slot, uint32_t expire)
 {
     if (expire == w->least[slot])
-        w->least_stale[slot >> LEVEL_BITS] |= UINT64_C(1) << (slot & LEVEL_MASK);
+        w->least_stale[slot >> 6] |= UINT64_C(1) << (slot & 63);
 }
 
 /* Places a node at the tail of a queue. */
@@ -791,11 +802,104 @@ static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
         w->occupied[list >> 6] |= UINT64_C(1) << (list & 63);
 }
 
-/* A queue that has just lost a live entry: compacts it a step when its
- * stale entries have come to outnumber twice its live ones. Kept out of
- * line: cancel and reschedule inline only the test. */
-static void compact_some(tw_wheel *w, struct queue *q)
+/* The start of a walk by take_head, which prefetches on entering a block. */
+static void prefetch_queue(const tw_wheel *w, unsigned list)
 {
+    if (w->queues[list].entries)
+        prefetch_ahead(w, w->queues[list].head, 1);
+}
+
+/* Takes the entry at the head of a queue that has one, live or stale, and
+ * gives its block back once passed: returns the entry's position (compared
+ * with its node's to tell whether it was live) and its node in *index_out. */
+static HOT_INLINE uint32_t take_head(tw_wheel *w, struct queue *q, uint32_t *index_out)
+{
+    uint32_t position = q->head;
+    struct block *b = block_of(w, position);
+    *index_out = b->index[position & OFFSET_MASK];
+    q->entries--;
+    w->entries--;
+    q->head = position + 1;
+    if (q->entries == 0) {
+        block_give(w, position >> POSITION_BITS);
+        q->head = q->tail = NO_POSITION;
+    } else if ((q->head & OFFSET_MASK) == BLOCK_ENTRIES) {
+        q->head = b->next << POSITION_BITS;
+        block_give(w, position >> POSITION_BITS);
+        prefetch_ahead(w, q->head, 0);
+    }
+    return position;
+}
+
+/* Level l's slots each span 2^level_shift(l) ticks; its ring of
+ * level_ring(l) slots starts at list level_list(l). */
+static unsigned level_shift(unsigned level)
+{
+    return NEAR_BITS + LEVEL_BITS * level;
+}
+
+static unsigned level_list(unsigned level)
+{
+    return LIST_LEVEL0 + level * LEVEL_SLOTS;
+}
+
+static unsigned level_ring(unsigned level)
+{
+    return level == LEVELS - 1 ? LEVEL_SIZE : LEVEL_SLOTS;
+}
+
+/* Moves up to `budget` entries, live or stale, off the head of a level
+ * slot, each live one to the tail of its slot one level down. */
+static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t budget)
+{
+    struct queue *q = &w->queues[list];
+    unsigned shift = level ? level_shift(level - 1) : 0;
+    unsigned below = level ? level_list(level - 1) : 0;
+    unsigned mask = level ? LEVEL_RING_MASK : NEAR_RING_MASK;
+    uint64_t moved = 0;
+    compact_abandon(q);
+    prefetch_queue(w, list);
+    for (; budget > 0 && q->entries; budget--) {
+        uint32_t index, position = take_head(w, q, &index);
+        struct node *n = node_at(w, index);
+        if (n->state != NODE_LINKED || n->position != position)
+            continue;
+        forget_least(w, list - LIST_LEVEL0, n->expire);
+        q->count--;
+        link_tail(w, below + ((n->expire >> shift) & mask), index, n);
+        moved++;
+    }
+    if (q->count == 0)
+        queue_drop(w, list); /* what is left is stale */
+    w->cascaded += moved;
+}
+
+/* Whether `list` is a level slot that staging is moving down now: the one
+ * after the slot time is in. */
+static int staging_now(const tw_wheel *w, unsigned list)
+{
+    unsigned level, size;
+    if (list < LIST_LEVEL0 || list >= LIST_SLOTS)
+        return 0;
+    level = (list - LIST_LEVEL0) / LEVEL_SLOTS;
+    size = level_ring(level);
+    return list - level_list(level) ==
+           (((unsigned)(w->now >> level_shift(level)) + 1) & (size - 1));
+}
+
+/* A queue that has just lost a live entry: compacts it a step when its
+ * stale entries have come to outnumber twice its live ones. A slot being
+ * staged is read from its head a share per tick, which a compaction in
+ * place cannot share the head with; it is staged a step ahead instead (its
+ * stale entries leave the same way). Kept out of line: cancel and
+ * reschedule inline only the test. */
+static void compact_some(tw_wheel *w, unsigned list)
+{
+    struct queue *q = &w->queues[list];
+    if (staging_now(w, list)) {
+        stage_entries(w, (list - LIST_LEVEL0) / LEVEL_SLOTS, list, COMPACT_STEP);
+        return;
+    }
     if (q->compact_read == NO_POSITION)
         compact_start(w, q);
     compact_step(w, q);
@@ -817,15 +921,9 @@ static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
         queue_drop(w, list);
     else if (q->compact_read != NO_POSITION ||
              q->entries - q->count > 2 * q->count + BLOCK_ENTRIES)
-        compact_some(w, q);
+        compact_some(w, list);
 }
 
-/* The start of a walk by pop_live, which prefetches on entering a block. */
-static void prefetch_queue(const tw_wheel *w, unsigned list)
-{
-    if (w->queues[list].entries)
-        prefetch_ahead(w, w->queues[list].head, 1);
-}
 
 /* Takes the first live entry off a queue's head, skipping stale ones, and
  * detaches its node; NIL when the queue is empty. *due_out, if asked for,
@@ -835,25 +933,9 @@ static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_ou
     struct queue *q = &w->queues[list];
     compact_abandon(q);
     while (q->entries) {
-        uint32_t position = q->head, index;
-        struct block *b = block_of(w, position);
-        struct node *n;
-        int live;
-        index = b->index[position & OFFSET_MASK];
-        n = node_at(w, index);
-        live = n->state == NODE_LINKED && n->position == position;
-        q->entries--;
-        w->entries--;
-        q->head = position + 1;
-        if (q->entries == 0) {
-            block_give(w, position >> POSITION_BITS);
-            q->head = q->tail = NO_POSITION;
-        } else if ((q->head & OFFSET_MASK) == BLOCK_ENTRIES) {
-            q->head = b->next << POSITION_BITS;
-            block_give(w, position >> POSITION_BITS);
-            prefetch_ahead(w, q->head, 0);
-        }
-        if (!live)
+        uint32_t index, position = take_head(w, q, &index);
+        struct node *n = node_at(w, index);
+        if (n->state != NODE_LINKED || n->position != position)
             continue;
         if (due_out)
             *due_out = due_tick(w, n);
@@ -867,74 +949,94 @@ static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_ou
     return NIL;
 }
 
-/* The slot a timer due at `expire` belongs in when the wheel's time is
- * `time` (expire != time): near when they differ only in the low 8 bits,
- * else the level holding their highest differing bit, indexed by expire's
- * 6 bits of that level. This is skynet's add_node without the mask loop. */
+/* The slot an add or reschedule files a timer due at `expire` in when the
+ * wheel's time is `time` (expire != time): near when they differ only in
+ * the low 8 bits, else the level holding their highest differing bit, at
+ * expire's bits of that level. This is skynet's add_node without the mask
+ * loop; with rings twice the window, it always lands in a ring's current
+ * half (level 3's 32-bit index has only 6 bits). */
 static unsigned slot_for(uint32_t expire, uint32_t time)
 {
     uint32_t differ = expire ^ time;
-    unsigned level, shift;
+    unsigned level;
     if (differ <= NEAR_MASK)
-        return expire & NEAR_MASK;
+        return expire & NEAR_RING_MASK;
     level = (unsigned)(highest_bit(differ) - NEAR_BITS) / LEVEL_BITS;
-    shift = NEAR_BITS + LEVEL_BITS * level;
-    return LIST_LEVEL0 + level * LEVEL_SIZE + ((expire >> shift) & LEVEL_MASK);
+    return level_list(level) + ((expire >> level_shift(level)) & LEVEL_RING_MASK);
 }
 
-/* First occupied near slot at index >= from, or -1. */
-static int near_occupied_from(const tw_wheel *w, unsigned from)
+/* The lowest set bit of words[] at an index in [low, high), or -1. */
+static int first_set(const uint64_t *words, unsigned low, unsigned high)
 {
     unsigned word;
-    for (word = from >> 6; word < NEAR_SIZE / 64; word++) {
-        uint64_t bits = w->occupied[word];
-        if (word == from >> 6)
-            bits &= ~UINT64_C(0) << (from & 63);
-        if (bits)
-            return (int)(word * 64 + (unsigned)lowest_bit(bits));
+    for (word = low >> 6; word * 64 < high; word++) {
+        uint64_t bits = words[word];
+        if (word == low >> 6)
+            bits &= ~UINT64_C(0) << (low & 63);
+        if (bits) {
+            unsigned slot = word * 64 + (unsigned)lowest_bit(bits);
+            return slot < high ? (int)slot : -1;
+        }
     }
     return -1;
 }
 
-/* Ticks from now to the next tick at which the wheel has work: a near slot
- * to dispatch, or an occupied level slot to cascade; TW_NEVER when every
- * slot is empty. *list_out names that slot. Levels are searched upwards
- * because a lower level's next event always comes before a higher one's.
- * Level 3 slots below time's own index hold timers of the next 2^32-tick
- * epoch (its own index is never used: TW_MAX_DELAY stops 2^26 short);
- * t[3][0] is cascaded when time wraps to 0. */
-static uint64_t next_event(const tw_wheel *w, unsigned *list_out)
+/* How many slots after `from` the first occupied slot of a ring of `size`
+ * slots lies (1 .. size - 1), its occupancy bits starting at words[0]; 0
+ * when there is none. `from` is the slot of time itself, which holds
+ * nothing here (see staging). */
+static unsigned ring_next(const uint64_t *words, unsigned size, unsigned from)
 {
-    uint32_t time = (uint32_t)w->now;
-    unsigned near_index = time & NEAR_MASK;
+    int slot = first_set(words, from + 1, size);
+    if (slot < 0)
+        slot = first_set(words, 0, from);
+    return slot < 0 ? 0 : ((unsigned)slot - from) & (size - 1);
+}
+
+/* Level `level`'s first occupied slot after the one time is in: its list,
+ * with the tick its span starts at in *start_out; 0 when the level is
+ * empty. Slots of one level hold disjoint spans in ring order, so this
+ * one holds the level's earliest timer. */
+static unsigned level_first(const tw_wheel *w, unsigned level, uint64_t *start_out)
+{
+    unsigned shift = level_shift(level), size = level_ring(level);
+    uint64_t current = w->now >> shift;
+    unsigned offset = ring_next(&w->occupied[level_list(level) >> 6], size,
+                                (unsigned)current & (size - 1));
+    if (!offset)
+        return 0;
+    *start_out = (current + offset) << shift;
+    return level_list(level) + ((unsigned)(current + offset) & (size - 1));
+}
+
+/* How long before a level slot's span starts its staging must be done:
+ * before the level below begins staging the span's first slot (near has
+ * nothing below: level 0 finishes as its span starts). */
+static uint64_t stage_lead(unsigned level)
+{
+    return level ? UINT64_C(1) << level_shift(level - 1) : 0;
+}
+
+/* Ticks from now to the next tick at which the wheel has work: a near slot
+ * to dispatch, or a level slot whose staging must be finished by then;
+ * TW_NEVER when every slot is empty. Staging may be overdue (a timer filed
+ * in a slot past its deadline): that is work for the next tick. */
+static uint64_t next_event(const tw_wheel *w)
+{
+    uint64_t best = ring_next(w->occupied, NEAR_SLOTS,
+                              (unsigned)w->now & NEAR_RING_MASK), start;
     unsigned level;
-    if (near_index < NEAR_MASK) {
-        int slot = near_occupied_from(w, near_index + 1);
-        if (slot >= 0) {
-            *list_out = (unsigned)slot;
-            return (unsigned)slot - near_index;
-        }
-    }
+    if (best == 0)
+        best = TW_NEVER;
     for (level = 0; level < LEVELS; level++) {
-        unsigned shift = NEAR_BITS + LEVEL_BITS * level;
-        unsigned index = (time >> shift) & LEVEL_MASK;
-        uint64_t bits = index == LEVEL_MASK
-                            ? 0
-                            : w->occupied[4 + level] & (~UINT64_C(0) << (index + 1));
-        if (bits) {
-            unsigned slot = (unsigned)lowest_bit(bits);
-            uint64_t block = (uint64_t)time &
-                             ~((UINT64_C(1) << (shift + LEVEL_BITS)) - 1);
-            *list_out = LIST_LEVEL0 + level * LEVEL_SIZE + slot;
-            return block + ((uint64_t)slot << shift) - time;
+        if (level_first(w, level, &start)) {
+            uint64_t deadline = start - stage_lead(level);
+            uint64_t step = deadline > w->now ? deadline - w->now : 1;
+            if (step < best)
+                best = step;
         }
     }
-    if (w->occupied[4 + LEVELS - 1]) {
-        unsigned slot = (unsigned)lowest_bit(w->occupied[4 + LEVELS - 1]);
-        *list_out = LIST_LEVEL0 + (LEVELS - 1) * LEVEL_SIZE + slot;
-        return (UINT64_C(1) << 32) + ((uint64_t)slot << 26) - time;
-    }
-    return TW_NEVER;
+    return best;
 }
 
 /* ==== add ===============================================================
@@ -1190,66 +1292,58 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     return id;
 }
 
-/* ==== cascade ===========================================================
- * Called when time has just entered a new 256-tick window. Exactly as
- * skynet's timer_shift: the lowest level whose index in time is non-zero
- * has its slot re-added (landing lower, possibly in near[0]); at the wrap to
- * 0, t[3][0]. Levels below never hold anything in slot 0, so one slot per
- * boundary is all there is to move. */
+/* ==== staging ===========================================================
+ * Skynet re-files a whole level slot when time enters its span (a cascade):
+ * with a million timers that is hundreds of thousands of moves in one tick.
+ * Here each level slot is moved one level down ahead of time instead, a
+ * share per tick, while the slot before it is current: into the second half
+ * of the ring below (near for level 0), which holds the next window and so
+ * mixes with nothing current. The share is what is left divided by the
+ * ticks left, so moving a slot costs about its size over its span per tick,
+ * and a jump over many ticks does their shares at once.
+ *
+ * Deadlines: level 0 must be done as its span starts (near dispatches it);
+ * level l >= 1 one level-(l-1) slot span earlier, when the level below
+ * starts staging the first slot it fed. next_event stops the driver at each
+ * deadline, so a walk never passes one with the work undone. A timer filed
+ * after its slot's deadline (adds go by skynet's rule) waits for the next
+ * tick, and is moved then: that work is bounded by the adds since.
+ *
+ * Order: a slot is read from its head and appended to the tails below, and
+ * adds and reschedules go to the highest level that can hold their tick,
+ * so for any one tick the entries in a higher slot are newer than those
+ * already moved below: timers of one tick still run in the order of their
+ * last add or reschedule. Outside stage(), the slot time itself is in is
+ * empty at every level. */
 
-static void cascade(tw_wheel *w)
+/* Brings every level's staging up to `now`, top level first so that what
+ * a level moves down is there for the level below to move on. */
+static void stage(tw_wheel *w)
 {
-    uint32_t time = (uint32_t)w->now;
-    unsigned level = LEVELS - 1, index = 0, list;
-    uint32_t position, left;
-    uint64_t moved = 0;
-    struct queue *q;
-    if (time != 0) {
-        for (level = 0; level < LEVELS; level++) {
-            index = (time >> (NEAR_BITS + LEVEL_BITS * level)) & LEVEL_MASK;
-            if (index)
-                break;
-        }
+    unsigned level = LEVELS;
+    while (level-- > 0) {
+        unsigned shift = level_shift(level), size = level_ring(level);
+        uint64_t current = w->now >> shift, start = (current + 1) << shift;
+        uint64_t deadline = start - stage_lead(level), from, budget;
+        unsigned here = level_list(level) + ((unsigned)current & (size - 1));
+        unsigned next = level_list(level) + ((unsigned)(current + 1) & (size - 1));
+        struct queue *q = &w->queues[next];
+        if (w->queues[here].entries) /* filed past its deadline, now due */
+            stage_entries(w, level, here, UINT64_MAX);
+        if (!q->entries)
+            continue;
+        from = start - (UINT64_C(1) << shift);
+        if (from < w->staged_tick)
+            from = w->staged_tick;
+        if (w->now >= deadline)
+            budget = UINT64_MAX;
+        else /* its share of the entries left for the ticks since `from` */
+            budget = (q->entries * (w->now - from) + (deadline - from) - 1) /
+                     (deadline - from);
+        if (budget)
+            stage_entries(w, level, next, budget);
     }
-    /* The slot's chain is taken whole and read in order, its nodes fetched
-     * a block ahead; each block goes back to the pool once read, before
-     * the moves that may need one. Stale entries are dropped on the way. */
-    list = LIST_LEVEL0 + level * LEVEL_SIZE + index;
-    q = &w->queues[list];
-    left = q->entries;
-    if (left == 0)
-        return;
-    position = q->head;
-    w->entries -= left;
-    q->entries = q->count = 0;
-    q->head = q->tail = NO_POSITION;
-    compact_abandon(q);
-    w->occupied[list >> 6] &= ~(UINT64_C(1) << (list & 63));
-    prefetch_ahead(w, position, 1);
-    for (;;) { /* a block at a time: the walk is most of an expire */
-        uint32_t block = position >> POSITION_BITS;
-        const struct block *b = block_at(w, block);
-        unsigned offset = position & OFFSET_MASK;
-        unsigned end = left < BLOCK_ENTRIES - offset ? offset + left : BLOCK_ENTRIES;
-        uint32_t next;
-        left -= end - offset;
-        for (; offset < end; offset++) {
-            uint32_t node = b->index[offset];
-            struct node *n = node_at(w, node);
-            if (n->state == NODE_LINKED &&
-                n->position == ((block << POSITION_BITS) | offset)) {
-                link_tail(w, slot_for(n->expire, time), node, n);
-                moved++;
-            }
-        }
-        next = b->next;
-        block_give(w, block);
-        if (left == 0)
-            break;
-        position = next << POSITION_BITS;
-        prefetch_ahead(w, position, 0);
-    }
-    w->cascaded += moved;
+    w->staged_tick = w->now;
 }
 
 /* ==== dispatch ==========================================================
@@ -1354,7 +1448,8 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
 /* ==== driver ============================================================
  * tw_advance and tw_expire walk from now to a target tick, stopping only at
  * ticks where next_event() says there is work; in between nothing changes
- * but the counter, so the result equals ticking one by one. Timers already
+ * but the counter and the staging shares, so the result equals ticking one
+ * by one. Timers already
  * due run first; timers made due during the walk wait for the next call, so
  * a callback re-adding itself with delay 0 cannot loop forever. */
 
@@ -1380,16 +1475,18 @@ static int64_t drive(tw_wheel *w, uint64_t target, int *destroyed)
     w->due_list = list == LIST_DUE_A ? LIST_DUE_B : LIST_DUE_A;
     ran = run_batch(w, list);
     for (;;) {
-        uint64_t step = next_event(w, &list);
+        uint64_t step = next_event(w);
         if (step == TW_NEVER || step > target - w->now)
             break;
         w->now += step;
-        if (((uint32_t)w->now & NEAR_MASK) == 0)
-            cascade(w);
-        ran += run_batch(w, (uint32_t)w->now & NEAR_MASK);
+        stage(w);
+        list = (unsigned)w->now & NEAR_RING_MASK;
+        if (w->queues[list].count)
+            ran += run_batch(w, list);
     }
     destroy = w->free_after_drive;
     w->now = target;
+    stage(w); /* the share of the ticks walked since the last event */
     w->driving = w->timer_thread_driving = 0;
     unlock(w);
     end_drive_claim(w);
@@ -1439,7 +1536,7 @@ static void end_drive_claim(tw_wheel *w)
  * Compaction keeps such a slot at about 3 * 32 + 15 entries, stale ones
  * included; RESCAN_ENTRIES only makes that bound explicit. A larger slot
  * answers with the stale bound, which lies inside the slot: by the time it
- * comes, the slot has been cascaded into finer slots with exact values. */
+ * comes, the slot has been staged into finer slots with exact values. */
 #define RESCAN_PENDING 32
 #define RESCAN_ENTRIES 256
 
@@ -1460,32 +1557,51 @@ static uint32_t scan_least(const tw_wheel *w, unsigned list)
     return time + least;
 }
 
-/* Ticks to the earliest pending timer; lock held. The first event is exact
- * for a near slot; for a level slot it is that slot's start, and the slot's
- * least tick is the answer. With `exact`, a stale least is always replaced
- * by a scan (not kept: tw_get_stats must not change what tw_next_expiry
- * answers); without, only in a small slot, so the call is O(1). */
+/* The least due tick in a level slot (low 32 bits): its cached bound, or
+ * read from its entries when that went stale and `exact` asks, or the slot
+ * is small. With `exact` the scan is not kept: tw_get_stats must not change
+ * what tw_next_expiry answers. */
+static uint32_t slot_least(tw_wheel *w, unsigned list, int exact)
+{
+    unsigned slot = list - LIST_LEVEL0;
+    uint64_t *stale = &w->least_stale[slot >> 6];
+    uint64_t bit = UINT64_C(1) << (slot & 63);
+    if (!(*stale & bit))
+        return w->least[slot];
+    if (exact)
+        return scan_least(w, list);
+    if (w->queues[list].count <= RESCAN_PENDING &&
+        w->queues[list].entries <= RESCAN_ENTRIES) {
+        *stale &= ~bit;
+        return w->least[slot] = scan_least(w, list);
+    }
+    return w->least[slot];
+}
+
+/* Ticks to the earliest pending timer; lock held. Near slots are exact;
+ * each level's first occupied slot answers with its least tick. Staging
+ * lets the spans of levels overlap (a slot partly moved down), so every
+ * level is asked, unless its first slot starts after the best answer yet:
+ * still O(1). Without `exact`, a big slot's stale bound may answer early,
+ * never late. */
 static uint64_t next_expiry_locked(tw_wheel *w, int exact)
 {
-    unsigned list;
-    uint64_t step;
+    uint64_t step, start;
+    unsigned level;
     if (w->queues[LIST_DUE_A].count || w->queues[LIST_DUE_B].count ||
         (w->dispatching != LIST_NONE && w->queues[w->dispatching].count))
         return 0;
-    step = next_event(w, &list);
-    if (step != TW_NEVER && list >= LIST_LEVEL0) {
-        unsigned slot = list - LIST_LEVEL0;
-        uint64_t *stale = &w->least_stale[slot >> LEVEL_BITS];
-        uint64_t bit = UINT64_C(1) << (slot & LEVEL_MASK);
-        uint32_t least = w->least[slot];
-        if (exact && (*stale & bit)) {
-            least = scan_least(w, list);
-        } else if ((*stale & bit) && w->queues[list].count <= RESCAN_PENDING &&
-                   w->queues[list].entries <= RESCAN_ENTRIES) {
-            least = w->least[slot] = scan_least(w, list);
-            *stale &= ~bit;
+    step = ring_next(w->occupied, NEAR_SLOTS, (unsigned)w->now & NEAR_RING_MASK);
+    if (step == 0)
+        step = TW_NEVER;
+    for (level = 0; level < LEVELS; level++) {
+        unsigned list = level_first(w, level, &start);
+        if (list && start - w->now < step) {
+            uint32_t least = slot_least(w, list, exact);
+            uint64_t until = (uint32_t)(least - (uint32_t)w->now);
+            if (until < step)
+                step = until;
         }
-        step = (uint32_t)(least - (uint32_t)w->now);
     }
     if (w->running != NIL) {
         /* a periodic timer re-arms when its running callback returns */
@@ -1894,7 +2010,7 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
             w->clock_id = CLOCK_MONOTONIC_COARSE; /* else the precise one */
     }
 #endif
-    w->now = w->base_tick = c.start_tick;
+    w->now = w->base_tick = w->staged_tick = c.start_tick;
     w->base_us = w->last_clock_us = read_clock(w);
     return w;
 }
@@ -2573,6 +2689,27 @@ static int compact_phase(const struct queue *q, int phase, uint32_t position)
     return phase;
 }
 
+/* Whether slot `list` may hold a timer due at `expire` at time `time`: the
+ * slot adds file it in, or the one staging moves it to, one level down in
+ * the half of the ring that holds the next window. */
+static int may_hold(unsigned list, uint32_t expire, uint32_t time)
+{
+    unsigned level;
+    if (list == slot_for(expire, time))
+        return 1;
+    for (level = 0; level < LEVELS; level++) {
+        /* staged from level `level`: its next slot's span holds expire */
+        unsigned shift = level_shift(level);
+        unsigned below = level ? level_list(level - 1) : 0;
+        unsigned below_shift = level ? level_shift(level - 1) : 0;
+        unsigned mask = level ? LEVEL_RING_MASK : NEAR_RING_MASK;
+        if ((((expire >> shift) - (time >> shift)) & (UINT32_MAX >> shift)) == 1 &&
+            list == below + ((expire >> below_shift) & mask))
+            return 1;
+    }
+    return 0;
+}
+
 /* Walks every queue, the nodes and both free lists; lock held. Returns 1 if
  * consistent. */
 static int consistent(const tw_wheel *w)
@@ -2581,6 +2718,8 @@ static int consistent(const tw_wheel *w)
     uint64_t blocks = 0, free_blocks = 0;
     uint32_t time = (uint32_t)w->now, index, block;
     unsigned list;
+    if (w->staged_tick > w->now)
+        return 0;
     for (list = 0; list < LIST_COUNT; list++) {
         const struct queue *q = &w->queues[list];
         uint32_t position = q->head, left, live_entries = 0;
@@ -2627,10 +2766,10 @@ static int consistent(const tw_wheel *w)
                 return 0;
             /* the slot being dispatched holds timers due now */
             if (list < LIST_SLOTS && list != w->dispatching &&
-                (n->expire == time || slot_for(n->expire, time) != list ||
+                (n->expire == time || !may_hold(list, n->expire, time) ||
                  (uint32_t)(n->expire - time) > TW_MAX_DELAY))
                 return 0;
-            if (list == w->dispatching && list < NEAR_SIZE && n->expire != time)
+            if (list == w->dispatching && list < LIST_LEVEL0 && n->expire != time)
                 return 0;
             linked++;
             live_entries++;
@@ -2641,8 +2780,7 @@ static int consistent(const tw_wheel *w)
         if (list >= LIST_LEVEL0 && list < LIST_SLOTS && q->count) {
             unsigned slot = list - LIST_LEVEL0;
             uint32_t cached = w->least[slot] - time;
-            int stale = (int)((w->least_stale[slot >> LEVEL_BITS] >>
-                               (slot & LEVEL_MASK)) & 1);
+            int stale = (int)((w->least_stale[slot >> 6] >> (slot & 63)) & 1);
             if (cached > least || (!stale && cached != least) || cached == 0)
                 return 0;
         }

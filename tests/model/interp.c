@@ -278,9 +278,70 @@ static void *world_realloc(void *p, size_t n, void *context)
     return b + hdr;
 }
 
+/* The staging cases the programs reach on the twheel side (see interp.h),
+ * told apart by where a timer's due tick lies from the operation's tick,
+ * by timer.c's geometry (it only reads the public API to find out). */
+static struct staging_reach staging_reach;
+
+struct staging_reach interp_staging_reach(void)
+{
+    return staging_reach;
+}
+
+/* The level (0..3) of the slot being staged that a timer due at `due`
+ * belongs to at tick `now`, or -1: adds file it at the level of the
+ * highest bit in which due and now differ, and that level stages the slot
+ * after the one now is in (its timers may already have moved down). */
+static int staging_level(uint64_t now, uint64_t due)
+{
+    uint32_t expire = (uint32_t)due, time = (uint32_t)now, differ = expire ^ time;
+    if (due <= now || due - now > TW_MAX_DELAY || differ <= 0xff)
+        return -1;
+    int level = (31 - __builtin_clz(differ) - 8) / 6;
+    unsigned shift = 8 + 6 * (unsigned)level;
+    return (((expire >> shift) - (time >> shift)) & (UINT32_MAX >> shift)) == 1 ? level : -1;
+}
+
+/* Counts what a pending timer's due tick says about the slot it is in. */
+static void reach_timer(struct world *w, uint64_t id, uint64_t counts[4])
+{
+    uint64_t remaining = tw_remaining(w->impl, id);
+    if (remaining == TW_NEVER)
+        return;
+    uint64_t now = tw_now(w->impl);
+    int level = staging_level(now, now + remaining);
+    if (level >= 0)
+        counts[level]++;
+}
+
+/* A walk from `from` to `to` that passes a staging deadline (the tick by
+ * which a level's next slot must have moved down) of some level. */
+static void reach_walk(uint64_t from, uint64_t to, uint64_t pending)
+{
+    if (to <= from + 1 || pending == 0)
+        return;
+    for (unsigned level = 0; level < 4; level++) {
+        unsigned shift = 8 + 6 * level;
+        uint64_t lead = level ? UINT64_C(1) << (shift - 6) : 0;
+        uint64_t deadline = (((from >> shift) + 1) << shift) - lead;
+        if (deadline <= from)
+            deadline += UINT64_C(1) << shift;
+        if (deadline < to) /* strictly inside: the walk goes on past it */
+            staging_reach.jump_past_deadline[level]++;
+    }
+    if ((from >> 32) != (to >> 32))
+        staging_reach.wrap++;
+}
+
 static void tw_fire(tw_wheel *wheel, tw_id id, void *user_data)
 {
     struct rec *r = user_data;
+    if (r->periodic && wheel == r->w->impl) {
+        uint64_t now = tw_now(wheel);
+        int level = staging_level(now, now + r->interval);
+        if (level >= 0)
+            staging_reach.periodic_rearm[level]++;
+    }
     on_fire(r, id, wheel == r->w->impl);
 }
 
@@ -303,34 +364,54 @@ static int tw_b_create(struct world *w, const struct prog_config *c)
 
 static int tw_b_destroy(struct world *w)
 {
+    uint64_t staged[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < w->nrecs; i++)
+        if (w->recs[i]->id)
+            reach_timer(w, w->recs[i]->id, staged);
+    if (staged[0] + staged[1] + staged[2] + staged[3])
+        staging_reach.destroy++;
     return tw_destroy(w->impl);
 }
 
 static uint64_t tw_b_add(struct world *w, uint64_t d, struct rec *r, int nullcb)
 {
-    return tw_add(w->impl, d, nullcb ? NULL : tw_fire, r);
+    uint64_t id = tw_add(w->impl, d, nullcb ? NULL : tw_fire, r);
+    if (id)
+        reach_timer(w, id, staging_reach.add);
+    return id;
 }
 
 static uint64_t tw_b_add_periodic(struct world *w, uint64_t first,
                                   uint64_t interval, struct rec *r)
 {
-    return tw_add_periodic(w->impl, first, interval, tw_fire, r);
+    uint64_t id = tw_add_periodic(w->impl, first, interval, tw_fire, r);
+    if (id)
+        reach_timer(w, id, staging_reach.add);
+    return id;
 }
 
 static uint64_t tw_b_add_ex(struct world *w, uint64_t d, uint64_t interval,
                             struct rec *r)
 {
-    return tw_add_ex(w->impl, d, interval, tw_fire, releases[r->relkind], r);
+    uint64_t id = tw_add_ex(w->impl, d, interval, tw_fire, releases[r->relkind], r);
+    if (id)
+        reach_timer(w, id, staging_reach.add);
+    return id;
 }
 
 static int tw_b_cancel(struct world *w, uint64_t id)
 {
+    reach_timer(w, id, staging_reach.cancel);
     return tw_cancel(w->impl, id);
 }
 
 static int tw_b_reschedule(struct world *w, uint64_t id, uint64_t d)
 {
-    return tw_reschedule(w->impl, id, d);
+    reach_timer(w, id, staging_reach.reschedule_from);
+    int result = tw_reschedule(w->impl, id, d);
+    if (result == 1)
+        reach_timer(w, id, staging_reach.reschedule_into);
+    return result;
 }
 
 static uint64_t tw_b_remaining(struct world *w, uint64_t id)
@@ -340,12 +421,17 @@ static uint64_t tw_b_remaining(struct world *w, uint64_t id)
 
 static int64_t tw_b_advance(struct world *w, uint64_t t)
 {
+    uint64_t from = tw_now(w->impl);
+    reach_walk(from, t > UINT64_MAX - from ? UINT64_MAX : from + t, tw_count(w->impl));
     return tw_advance(w->impl, t);
 }
 
 static int64_t tw_b_expire(struct world *w)
 {
-    return tw_expire(w->impl);
+    uint64_t from = tw_now(w->impl), pending = tw_count(w->impl);
+    int64_t ran = tw_expire(w->impl);
+    reach_walk(from, tw_now(w->impl), pending);
+    return ran;
 }
 
 /* tw_next_expiry may answer early (a lower bound, see timer.h), which the

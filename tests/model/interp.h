@@ -131,6 +131,19 @@ struct clock_rule_counts {
 };
 struct clock_rule_counts interp_clock_rule_counts(void);
 
+/* The staging cases twheel met (timer.c, "staging"): per level 0..3, the
+ * calls whose timer was due in the slot that level is moving down at the
+ * time (adds, cancels, reschedules out of and into it, periodic re-arms),
+ * and the advances and expires that walked past a staging deadline with
+ * timers pending; destroys with timers in such slots, and walks across a
+ * multiple of 2^32 ticks. */
+struct staging_reach {
+    uint64_t add[4], cancel[4], reschedule_from[4], reschedule_into[4];
+    uint64_t periodic_rearm[4], jump_past_deadline[4];
+    uint64_t destroy, wrap;
+};
+struct staging_reach interp_staging_reach(void);
+
 /* Shortens a failing program in place (truncation, then dropping runs of
  * operations, then simplifying bulk sizes), at most max_runs replays. */
 void program_shrink(struct program *p, size_t max_runs);

@@ -124,8 +124,15 @@ static void test_stats_fields(void **state)
     assert_int_equal(s.rescheduled, 2);
     assert_int_equal(s.pending, 6);
     assert_int_equal(s.pending_due, 0);
-    assert_int_equal(s.pending_near, 2); /* ids[1] at 30, periodic at 12 */
-    assert_int_equal(s.cascaded, 0);
+    /* ids[1] at 30, periodic at 12, and ids[3] (256). ids[3..6] each sit in
+     * the slot after time's at their level, so staging has moved each one
+     * level down (a share of at least one entry per tick). */
+    assert_int_equal(s.pending_near, 3);
+    assert_int_equal(s.pending_level[0], 1);
+    assert_int_equal(s.pending_level[1], 1);
+    assert_int_equal(s.pending_level[2], 1);
+    assert_int_equal(s.pending_level[3], 0);
+    assert_int_equal(s.cascaded, 4);
     assert_int_equal(s.rebases, 0);
     CHECK(w);
     drop(w);
@@ -155,8 +162,9 @@ static void test_stats_partial_size(void **state)
     drop(w);
 }
 
-/* Cascades: one per move from t[i] to a lower level, the same whether the
- * wheel ticks one by one or jumps. */
+/* Moves down: one per level a timer passes on its way to near (staging
+ * moves a slot one level down), the same whether the wheel ticks one by
+ * one or jumps. */
 static void test_cascade_counter(void **state)
 {
     (void)state;
@@ -167,10 +175,10 @@ static void test_cascade_counter(void **state)
         {255, 0},
         {256, 1},
         {300, 1},
-        {1u << 14, 1},
+        {1u << 14, 2},
         {(1u << 14) + 256, 2},
-        {(1u << 20) + 5, 1},
-        {(1u << 26), 1},
+        {(1u << 20) + 5, 3},
+        {(1u << 26), 4},
         {(UINT64_C(1) << 26) + (1u << 20) + (1u << 14) + 256 + 5, 4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -1,0 +1,405 @@
+/*
+ * Staging: each level slot moves one level down a share per tick while the
+ * slot before it is current, instead of all at once when time enters it
+ * (timer.c, "staging"). What must hold at every level, across the 2^32 wrap
+ * and whether the wheel ticks or jumps:
+ *
+ *   - no advance moves more than its share of a slot (what is left, over
+ *     the ticks left to the slot's deadline), and the slot is empty by the
+ *     deadline;
+ *   - timers fire exactly at their tick, those of one tick in the order of
+ *     their last add, reschedule or periodic re-arm, whether they were
+ *     moved down before or after that call;
+ *   - tw_next_expiry never answers late, and the exact figure is exact;
+ *   - tw_destroy mid-staging releases every timer once;
+ *   - tw_check rejects a timer in a slot staging could not have put it in.
+ *
+ * This program compiles timer.c in, for that last point only; everything
+ * else goes through the public API.
+ */
+#include "../../timer.c"
+
+#include "helpers.h"
+
+#define P2(n) (UINT64_C(1) << (n))
+
+/* The span of one slot of `level`, and how long before its start staging
+ * must be done (timer.c's stage_lead). */
+static uint64_t span(int level)
+{
+    return P2(8 + 6 * level);
+}
+
+static uint64_t lead(int level)
+{
+    return level ? span(level - 1) : 0;
+}
+
+/* Timers in level `level`'s slots, by tw_get_stats (without its exact
+ * next-expiry figure, which may read a slot). */
+static uint64_t at_level(tw_wheel *w, int level)
+{
+    struct tw_stats s;
+    s.size = (uint32_t)offsetof(struct tw_stats, pool_capacity);
+    assert_int_equal(tw_get_stats(w, &s), 0);
+    return s.pending_level[level];
+}
+
+/* ---- a recorder that checks tick and order as timers fire ---------------- */
+
+#define MAX_TIMERS 40000
+
+static struct {
+    uint64_t due[MAX_TIMERS];   /* by tag: the tick it must fire at */
+    uint64_t order[MAX_TIMERS]; /* by tag: when it was last armed */
+    int pending[MAX_TIMERS];
+    tw_id id[MAX_TIMERS];
+    uint64_t interval[MAX_TIMERS];
+    uint64_t armed; /* arms so far */
+    uint64_t fired, wrong_tick, wrong_order, last_tick, last_order;
+    uint64_t released[MAX_TIMERS];
+} book;
+
+static void book_reset(void)
+{
+    memset(&book, 0, sizeof book);
+}
+
+static void check_cb(tw_wheel *w, tw_id id, void *data)
+{
+    int tag = UNTAG(data);
+    uint64_t now = tw_now(w);
+    (void)id;
+    book.fired++;
+    if (now != book.due[tag])
+        book.wrong_tick++;
+    if (now == book.last_tick && book.order[tag] < book.last_order)
+        book.wrong_order++;
+    book.last_tick = now;
+    book.last_order = book.order[tag];
+    if (book.interval[tag]) { /* re-armed as it returns: newest now */
+        book.due[tag] = now + book.interval[tag];
+        book.order[tag] = ++book.armed;
+    } else {
+        book.pending[tag] = 0;
+    }
+}
+
+static void count_release(void *data)
+{
+    book.released[UNTAG(data)]++;
+}
+
+static void arm(tw_wheel *w, int tag, uint64_t delay, uint64_t interval)
+{
+    book.due[tag] = tw_now(w) + delay;
+    book.order[tag] = ++book.armed;
+    book.interval[tag] = interval;
+    book.pending[tag] = 1;
+    book.id[tag] = tw_add_ex(w, delay, interval, check_cb, count_release, TAG(tag));
+    assert_int_not_equal(book.id[tag], 0);
+}
+
+static void rearm(tw_wheel *w, int tag, uint64_t delay)
+{
+    book.due[tag] = tw_now(w) + delay;
+    book.order[tag] = ++book.armed;
+    assert_int_equal(tw_reschedule(w, book.id[tag], delay), 1);
+}
+
+static void expect_clean(uint64_t fired)
+{
+    assert_int_equal(book.fired, fired);
+    assert_int_equal(book.wrong_tick, 0);
+    assert_int_equal(book.wrong_order, 0);
+}
+
+/* ---- the share per tick, at every level ---------------------------------- */
+
+/* K timers in the slot after time's at `level` (its staging starts now),
+ * driven in steps of `step` ticks: each step moves at most its share, the
+ * slot is empty by its deadline, and nothing stalls: no step moves more
+ * than a whole slot's share of a step plus one. The broken alternative, a
+ * cascade when time enters the slot, moves all K in one step. */
+static void share_per_step(int level, uint64_t step, int count)
+{
+    tw_wheel *w = new_wheel(0);
+    uint64_t seed = 7 + (uint64_t)level, deadline = span(level) - lead(level);
+    uint64_t most = 0, fair = ((uint64_t)count * step + deadline - 1) / deadline + 1;
+    int64_t fired = 0; /* level 0's deadline is its slot's first tick */
+    book_reset();
+    for (int i = 0; i < count; i++)
+        arm(w, i, span(level) + rng_next(&seed) % span(level), 0);
+    assert_int_equal(at_level(w, level), (uint64_t)count);
+    CHECK(w);
+    while (tw_now(w) < deadline) {
+        uint64_t now = tw_now(w), before = at_level(w, level), moved, share;
+        uint64_t walk = step < deadline - now ? step : deadline - now;
+        fired += tw_advance(w, walk);
+        moved = before - at_level(w, level);
+        share = now + walk >= deadline ? before
+                                       : (before * walk + (deadline - now) - 1) / (deadline - now);
+        if (moved > share)
+            fail_msg("level %d: %llu moved in the step from %llu, share %llu", level,
+                     (unsigned long long)moved, (unsigned long long)now,
+                     (unsigned long long)share);
+        if (moved > most)
+            most = moved;
+        if (now % 4096 == 0)
+            CHECK(w);
+    }
+    assert_int_equal(at_level(w, level), 0);
+    if (most > fair)
+        fail_msg("level %d: a step moved %llu timers; a fair share is %llu", level,
+                 (unsigned long long)most, (unsigned long long)fair);
+    CHECK(w);
+    assert_true(fired == 0 || level == 0);
+    assert_int_equal(fired + tw_advance(w, 2 * span(level)), count);
+    expect_clean((uint64_t)count);
+    CHECK(w);
+    drop(w);
+}
+
+static void test_share_per_tick(void **state)
+{
+    (void)state;
+    share_per_step(0, 1, 3000);
+    share_per_step(1, 1, 20000);
+    share_per_step(2, 64, 20000);
+    share_per_step(3, 4096, 20000);
+}
+
+/* ---- order of one tick across staging ------------------------------------ */
+
+/* At `level`, timers all due at one tick e of the slot being staged, armed
+ * in this order: A and D (moved down early), B (added into the slot while
+ * A and D sit below), A again (rescheduled: newest), D cancelled, P (a
+ * periodic timer whose re-arm lands on e), C (added after the slot's
+ * deadline, so it waits a tick in the slot), B again. They fire as A, P,
+ * C, B. */
+static void order_at(int level, uint64_t start)
+{
+    tw_wheel *w = new_wheel(start);
+    uint64_t s = span(level), base = start + s - start % s; /* next slot */
+    uint64_t e = base + s / 4 + 7, deadline = base - lead(level);
+    uint64_t p_first = (base - s) + s / 2;
+    enum { A, D, B, P, C };
+    book_reset();
+    if (start % s > s / 8) /* room for the steps below */
+        fail_msg("start %llu too late in its slot", (unsigned long long)start);
+    arm(w, A, e - tw_now(w), 0);
+    arm(w, D, e - tw_now(w), 0);
+    arm(w, P, p_first - tw_now(w), e - p_first);
+    assert_int_equal(tw_advance(w, 1), 0);
+    assert_int_equal(tw_advance(w, 1), 0);
+    assert_int_equal(at_level(w, level), 0); /* A and D went down */
+    CHECK(w);
+    assert_int_equal(tw_advance(w, base - s + s / 4 - tw_now(w)), 0);
+    arm(w, B, e - tw_now(w), 0);
+    rearm(w, A, e - tw_now(w));
+    assert_int_equal(tw_cancel(w, book.id[D]), 1);
+    book.pending[D] = 0;
+    CHECK(w);
+    assert_int_equal(tw_advance(w, p_first - tw_now(w)), 1); /* P re-arms to e */
+    assert_int_equal(book.due[P], e);
+    CHECK(w);
+    /* just past the deadline: C is filed in the slot, moved on the next tick */
+    assert_int_equal(tw_advance(w, deadline + 3 - tw_now(w)), 0);
+    arm(w, C, e - tw_now(w), 0);
+    CHECK(w);
+    assert_int_equal(tw_advance(w, 1), 0);
+    rearm(w, B, e - tw_now(w));
+    CHECK(w);
+    assert_int_equal(tw_advance(w, e - tw_now(w)), 4);
+    assert_int_equal(tw_cancel(w, book.id[P]), 1);
+    expect_clean(5); /* P once before, then A, P, C, B */
+    CHECK(w);
+    drop(w);
+}
+
+static void test_order_of_one_tick(void **state)
+{
+    (void)state;
+    for (int level = 0; level < 4; level++) {
+        order_at(level, 0);
+        order_at(level, span(level) * 5 + 3);
+    }
+    /* level 3's next slot across 2^32 (index 63 to 0) */
+    order_at(3, P2(32) - P2(26));
+    order_at(2, P2(32) - P2(20) + 1);
+}
+
+/* ---- jumps that cross deadlines mid-staging ------------------------------ */
+
+/* Timers over the next three slots of every level; a few single ticks,
+ * then jumps that end just before, at and after deadlines of every level,
+ * and long ones: every timer fires at its tick, in order. */
+static void jumps_from(uint64_t start)
+{
+    tw_wheel *w = new_wheel(start);
+    uint64_t seed = start | 1;
+    int count = 0;
+    book_reset();
+    for (int level = 0; level < 4; level++)
+        for (int i = 0; i < 600; i++, count++) {
+            uint64_t delay = span(level) + rng_next(&seed) % (3 * span(level));
+            if (delay > TW_MAX_DELAY)
+                delay = TW_MAX_DELAY;
+            /* a few periodic ones, re-arming into far slots being staged
+             * (short periods would fire millions of times over the jumps) */
+            arm(w, count, delay, i % 50 == 0 ? P2(20) + rng_next(&seed) % P2(26) : 0);
+        }
+    for (int i = 0; i < 20; i++)
+        tw_advance(w, 1);
+    CHECK(w);
+    for (int round = 0; round < 400; round++) {
+        int level = (int)(rng_next(&seed) % 4);
+        uint64_t now = tw_now(w), s = span(level);
+        uint64_t deadline = now - now % s + s - lead(level);
+        int64_t off = (int64_t)(rng_next(&seed) % 3) - 1;
+        uint64_t target = (deadline <= now ? deadline + s : deadline) + (uint64_t)off;
+        if (round % 7 == 6)
+            target = now + rng_next(&seed) % (4 * s);
+        if (target <= now)
+            target = now + 1;
+        tw_advance(w, target - now);
+        if (round % 16 == 0)
+            CHECK(w);
+    }
+    CHECK(w);
+    for (int i = 0; i < count; i++)
+        if (book.interval[i] && book.pending[i]) {
+            assert_int_equal(tw_cancel(w, book.id[i]), 1);
+            book.pending[i] = 0;
+        }
+    tw_advance(w, 4 * P2(26) + TW_MAX_DELAY);
+    assert_int_equal(tw_count(w), 0);
+    assert_int_equal(book.wrong_tick, 0);
+    assert_int_equal(book.wrong_order, 0);
+    for (int i = 0; i < count; i++)
+        assert_int_equal(book.pending[i], 0);
+    CHECK(w);
+    drop(w);
+}
+
+static void test_jumps_mid_staging(void **state)
+{
+    (void)state;
+    jumps_from(0);
+    jumps_from(12345);
+    jumps_from(P2(32) - P2(26) - 5000); /* across 2^32 */
+    jumps_from(P2(33) - 300);
+}
+
+/* ---- next expiry during staging ------------------------------------------ */
+
+/* Ticking through a level-1 slot being staged, with timers below, in it
+ * and above: the exact figure equals the earliest due tick, and
+ * tw_next_expiry is never later than it. */
+static void test_next_expiry_while_staging(void **state)
+{
+    (void)state;
+    tw_wheel *w = new_wheel(100);
+    uint64_t seed = 99;
+    const int count = 300;
+    book_reset();
+    for (int i = 0; i < count; i++) {
+        uint64_t delay = i % 3 == 0   ? 1 + rng_next(&seed) % 60000
+                         : i % 3 == 1 ? span(1) + rng_next(&seed) % span(1)
+                                      : span(2) + rng_next(&seed) % span(2);
+        arm(w, i, delay, 0);
+    }
+    for (uint64_t t = 0; t < 3 * span(1); t++) {
+        uint64_t now = tw_now(w), earliest = TW_NEVER;
+        for (int i = 0; i < count; i++)
+            if (book.pending[i] && book.due[i] - now < earliest)
+                earliest = book.due[i] - now;
+        assert_int_equal(get_stats(w).next_expiry_exact, earliest);
+        assert_true(tw_next_expiry(w) <= earliest);
+        assert_true(tw_next_expiry(w) > 0);
+        tw_advance(w, 1);
+        if (t % 2048 == 0)
+            CHECK(w);
+    }
+    assert_int_equal(book.wrong_tick, 0);
+    drop(w);
+}
+
+/* ---- destroy mid-staging ------------------------------------------------- */
+
+static void test_destroy_mid_staging(void **state)
+{
+    (void)state;
+    for (int level = 0; level < 4; level++) {
+        tw_wheel *w = new_wheel(0);
+        uint64_t seed = 3;
+        const int count = 2000;
+        book_reset();
+        for (int i = 0; i < count; i++)
+            arm(w, i, span(level) + rng_next(&seed) % span(level), 0);
+        /* partly moved down: some below, some still in the slot */
+        tw_advance(w, (span(level) - lead(level)) / 2);
+        assert_true(at_level(w, level) > 0);
+        assert_true(at_level(w, level) < (uint64_t)count);
+        untrack(w);
+        tw_destroy(w);
+        for (int i = 0; i < count; i++)
+            assert_int_equal(book.released[i], 1);
+        assert_int_equal(book.fired, 0);
+    }
+}
+
+/* ---- tw_check knows where staging may put a timer ------------------------ */
+
+/* Moves a pending timer to another slot behind the API's back. */
+static void misplace(tw_wheel *w, tw_id id, unsigned list)
+{
+    uint32_t index;
+    struct node *n = node_of(w, id, &index);
+    assert_non_null(n);
+    unlink_node(w, n);
+    link_tail(w, list, index, n);
+}
+
+static void test_check_rejects_misplaced(void **state)
+{
+    (void)state;
+    /* a level-1 timer in level 0's current half (where its expire bits
+     * point without the next-window bit), in the slot time is in at level
+     * 1, and in near for a tick outside near's two windows */
+    uint64_t delay = span(1) + 3 * span(0) + 5;
+    unsigned wrong[3];
+    wrong[0] = level_list(0) + (unsigned)((delay >> 8) & (LEVEL_SIZE - 1));
+    wrong[1] = level_list(1);
+    wrong[2] = (unsigned)(delay & NEAR_RING_MASK);
+    for (int k = 0; k < 3; k++) {
+        tw_wheel *w = new_wheel(0);
+        tw_id id = tw_add(w, delay, rec_cb, NULL);
+        CHECK(w);
+        misplace(w, id, level_list(0) + (unsigned)((delay >> 8) & LEVEL_RING_MASK));
+        CHECK(w); /* where staging puts it */
+        misplace(w, id, wrong[k]);
+        assert_int_equal(tw_check(w), -EFAULT);
+        drop(w);
+    }
+    /* staging that claims to have run ahead of time */
+    tw_wheel *w = new_wheel(0);
+    w->staged_tick = w->now + 1;
+    assert_int_equal(tw_check(w), -EFAULT);
+    w->staged_tick = w->now;
+    CHECK(w);
+    drop(w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_share_per_tick),
+        T(test_order_of_one_tick),
+        T(test_jumps_mid_staging),
+        T(test_next_expiry_while_staging),
+        T(test_destroy_mid_staging),
+        T(test_check_rejects_misplaced),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
