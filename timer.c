@@ -2,7 +2,7 @@
  * twheel: hierarchical timing wheel. See timer.h for the contract.
  *
  * Sections, in the order data flows:
- *   geometry and types -> pool -> slots and bitmaps -> add -> cascade ->
+ *   geometry and types -> pool -> slots and bitmaps -> add -> staging ->
  *   dispatch -> driver -> locking -> API (lifetime, timers, inspection,
  *   timer thread, function table).
  *
@@ -449,7 +449,7 @@ static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
  * appends its index and remembers the entry's position in the node; taking
  * it out (cancel, reschedule) only changes the node, leaving a stale entry
  * behind. So a cancel touches one cache line, an add touches its node and a
- * queue tail that is warm, and walking a slot (cascade, dispatch) reads
+ * queue tail that is warm, and walking a slot (staging, dispatch) reads
  * indices in line-sized runs, fetching their nodes in parallel instead of
  * chasing one pointer per node. An entry is live exactly when its node is
  * placed and names that entry's position.
@@ -460,7 +460,7 @@ static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
  * in place, a few entries per later unlink, which the stale entries pay for
  * once each.
  *
- * Blocks never fail to come when a node moves (cascade, periodic re-arm):
+ * Blocks never fail to come when a node moves (staging, periodic re-arm):
  * the operations that add an entry (add, reschedule) first grow the block
  * pool so that every queue can take its share. A slot's occupancy bit is set
  * exactly when it holds a live entry. */
@@ -580,7 +580,7 @@ static uint32_t next_position(const tw_wheel *w, uint32_t position)
     return block_of(w, position - 1)->next << POSITION_BITS;
 }
 
-/* Walks over a queue (cascade, dispatch, compaction) would wait for one
+/* Walks over a queue (staging, dispatch, compaction) would wait for one
  * cache miss per node; instead, on entering a block they ask for the nodes
  * of the next block and for the block after that, so that many misses are
  * in flight while nodes are handled. Inlined by force: GCC deems a void
@@ -697,7 +697,7 @@ static void queue_drop(tw_wheel *w, unsigned list)
  * While it runs, the queue reads: compacted entries from the head up to
  * `compact_write`, then only stale ones (moved or dead) up to
  * `compact_read`, then entries not yet looked at; every walk stays valid.
- * Anything that consumes the queue from its head (dispatch, cascade, drop)
+ * Anything that consumes the queue from its head (dispatch, staging, drop)
  * just abandons a compaction: what it left behind is stale entries. */
 #define COMPACT_STEP 64
 

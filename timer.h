@@ -154,8 +154,9 @@ struct tw_stats {
     uint64_t now;             /* tw_now() */
     uint64_t pending;         /* tw_count() */
     uint64_t pending_due;     /* due, waiting for the next advance/expire */
-    uint64_t pending_near;    /* in near[256] */
-    uint64_t pending_level[4]; /* in t[0..3][64] */
+    uint64_t pending_near;    /* in near slots (this window, and the
+                                 next one's timers moved down early) */
+    uint64_t pending_level[4]; /* in level 0..3 slots */
     uint64_t pool_capacity;   /* nodes allocated */
     uint64_t pool_free;       /* nodes ready for reuse or never used yet */
     uint64_t bytes;           /* bytes held from the allocator, wheel included */
@@ -163,7 +164,9 @@ struct tw_stats {
     uint64_t fired;           /* callbacks run */
     uint64_t cancelled;       /* cancels that returned 1 */
     uint64_t rescheduled;     /* reschedules that returned 1 */
-    uint64_t cascaded;        /* node moves from t[i] to a lower level */
+    uint64_t cascaded;        /* moves of a timer one level down (each
+                                 level slot is moved down a share per tick
+                                 before its time comes) */
     uint64_t rebases;         /* clock went backwards: reference re-based */
     uint64_t next_expiry_exact; /* ticks to the earliest pending timer, always
                                    exact (tw_next_expiry may answer earlier);
@@ -383,8 +386,10 @@ TW_EXPORT int64_t tw_expire(tw_wheel *wheel);
  * simulation, tests) and runs every due callback. Timers already due run
  * first, in insertion order, even when ticks is 0; then the rest in due-tick
  * order, FIFO within a tick. Empty
- * stretches are skipped in O(1) per occupied slot, with every cascade done
- * exactly as ticking one by one would. Returns as tw_expire(). The first
+ * stretches are skipped in O(1) per occupied slot; the upper slots are moved
+ * down a share per tick walked (docs/guarantees.md, "Tail latency"), so no
+ * tick costs more than its own timers and those shares. Returns as
+ * tw_expire(). The first
  * driving call of a TW_DRIVE_AUTO wheel makes it tick-driven; on a
  * clock-driven wheel it moves tw_now() ahead of the clock, and delays then
  * count from tw_now(), the later of the two. */
@@ -402,7 +407,7 @@ TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
  * has since been cancelled or rescheduled, and the slot still holds more
  * than 32 pending timers. Then the answer is that departed timer's tick: a
  * waiter wakes early once, finds nothing due, and the next answer is exact
- * (the slot has been cascaded by then). Never 0 unless something is due.
+ * (the slot has been moved down by then). Never 0 unless something is due.
  * For an always-exact figure, see tw_stats.next_expiry_exact (which may
  * read a whole slot). Thread-safe. */
 TW_EXPORT uint64_t tw_next_expiry(tw_wheel *wheel);

@@ -31,11 +31,31 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* At exit (a -runs or -max_total_time run ends with exit()), the staging
+ * cases the inputs reached, in the form test_model prints them; .ci/run
+ * checks that its fuzz run reached each one. */
+static void print_staging_reach(void)
+{
+    struct staging_reach r = interp_staging_reach();
+    const uint64_t *per_level[] = {r.add, r.cancel, r.reschedule_from, r.reschedule_into,
+                                   r.periodic_rearm, r.jump_past_deadline};
+    const char *names[] = {"add", "cancel", "reschedule_from", "reschedule_into",
+                           "periodic_rearm", "jump_past_deadline"};
+    fprintf(stderr, "staging reached:");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        fprintf(stderr, " %s=%llu,%llu,%llu,%llu", names[i],
+                (unsigned long long)per_level[i][0], (unsigned long long)per_level[i][1],
+                (unsigned long long)per_level[i][2], (unsigned long long)per_level[i][3]);
+    fprintf(stderr, " destroy=%llu wrap=%llu\n", (unsigned long long)r.destroy,
+            (unsigned long long)r.wrap);
+}
+
 /* TWHEEL_MAX_STEP caps the ticks of one advance/expire, as in test_model. */
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
+    atexit(print_staging_reach);
     const char *s = getenv("TWHEEL_MAX_STEP");
     if (s && *s)
         interp_max_step = strtoull(s, NULL, 0);

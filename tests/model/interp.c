@@ -690,9 +690,9 @@ static const struct backend model_backend = {
 
 /* ---- resolving tick values ---------------------------------------------- */
 
-static const unsigned level_shift[5] = {8, 14, 20, 26, 32};
+static const unsigned boundary_shift[5] = {8, 14, 20, 26, 32};
 
-/* V_BOUND: v bits 0..2 pick s = level_shift[], bit 3 measures from the start
+/* V_BOUND: v bits 0..2 pick s = boundary_shift[], bit 3 measures from the start
  * tick instead of from 0, bits 8..15 add that many more 2^s, bits 16..47 are
  * a signed offset. */
 static uint64_t resolve(struct world *w, struct val v)
@@ -701,7 +701,7 @@ static uint64_t resolve(struct world *w, struct val v)
     uint64_t base;
     switch (v.mode) {
     case V_BOUND: {
-        unsigned s = level_shift[(v.v & 7) % 5];
+        unsigned s = boundary_shift[(v.v & 7) % 5];
         uint64_t pos = w->be->now(w);
         if (v.v & 8)
             pos -= w->cfg->start_tick;

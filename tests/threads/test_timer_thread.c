@@ -261,6 +261,69 @@ static void test_clock_driven_adds(void **state)
     thr_destroy(w);
 }
 
+/* ---- the timer thread stages level slots as it goes ---------------------- */
+
+static atomic_int wrong_tick; /* callbacks whose tw_now() was not their due tick */
+
+static void exact_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)id;
+    note_thread();
+    if (tw_now(w) != (uint64_t)(uintptr_t)data)
+        atomic_fetch_add(&wrong_tick, 1);
+    atomic_fetch_add(&fired, 1);
+}
+
+static uint64_t pending_at_level(tw_wheel *w, int level)
+{
+    struct tw_stats s;
+    s.size = (uint32_t)offsetof(struct tw_stats, pool_capacity);
+    assert_int_equal(tw_get_stats(w, &s), 0);
+    return s.pending_level[level];
+}
+
+/* Timers in the level-1 slot after time's: as the fake clock walks through
+ * the slot before it, the timer thread's drives move them down a share at a
+ * time (about half by mid-way, all by the deadline, one level-0 slot span
+ * before theirs starts), then every one fires on its tick, on the thread. */
+static void test_staging_on_timer_thread(void **state)
+{
+    int kind = thr_lock_of(state);
+    const int count = 3000;
+    uint64_t seed = 11;
+    tw_wheel *w;
+
+    reset();
+    atomic_store(&wrong_tick, 0);
+    atomic_store(&clock_us, 9000000);
+    w = thr_wheel(kind, 1000, thr_fake_clock, &clock_us);
+    assert_non_null(w);
+    for (int i = 0; i < count; i++) {
+        uint64_t delay = 16384 + thr_rng(&seed) % 16384;
+        assert_true(tw_add(w, delay, exact_cb, DATA(delay)) != 0);
+    }
+    assert_int_equal(pending_at_level(w, 1), (uint64_t)count);
+    assert_int_equal(tw_thread_start(w, 100), 0);
+
+    atomic_store(&clock_us, 9000000 + 8000 * 1000);
+    wait_for_tick(w, 8000);
+    assert_true(pending_at_level(w, 1) < (uint64_t)count * 3 / 4);
+    assert_true(pending_at_level(w, 1) > (uint64_t)count / 4);
+    atomic_store(&clock_us, 9000000 + (16384 - 256) * 1000);
+    wait_for_tick(w, 16384 - 256);
+    assert_int_equal(pending_at_level(w, 1), 0);
+    assert_int_equal(atomic_load(&fired), 0);
+
+    atomic_store(&clock_us, 9000000 + 40000 * 1000);
+    assert_true(thr_wait_int(&fired, count));
+    assert_int_equal(atomic_load(&wrong_tick), 0);
+    expect_one_timer_thread();
+    assert_int_equal(tw_thread_stop(w), 0);
+    assert_int_equal(tw_count(w), 0);
+    assert_int_equal(tw_check(w), 0);
+    thr_destroy(w);
+}
+
 /* ---- real clock ---------------------------------------------------------- */
 
 #define REAL_TIMERS 200
@@ -712,6 +775,9 @@ int main(void)
         T_SPIN(test_clock_driven_adds),
         T_ADAPTIVE(test_clock_driven_adds),
         T_MUTEX(test_clock_driven_adds),
+        T_SPIN(test_staging_on_timer_thread),
+        T_ADAPTIVE(test_staging_on_timer_thread),
+        T_MUTEX(test_staging_on_timer_thread),
     };
     return THR_RUN(tests);
 }
