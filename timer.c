@@ -1009,6 +1009,13 @@ static unsigned level_first(const tw_wheel *w, unsigned level, uint64_t *start_o
     return level_list(level) + ((unsigned)(current + offset) & (size - 1));
 }
 
+/* The tick the slot after time's at `level` starts at: no timer in the
+ * level is due earlier. */
+static uint64_t next_start(const tw_wheel *w, unsigned level)
+{
+    return ((w->now >> level_shift(level)) + 1) << level_shift(level);
+}
+
 /* How long before a level slot's span starts its staging must be done:
  * before the level below begins staging the span's first slot (near has
  * nothing below: level 0 finishes as its span starts). */
@@ -1029,6 +1036,11 @@ static uint64_t next_event(const tw_wheel *w)
     if (best == 0)
         best = TW_NEVER;
     for (level = 0; level < LEVELS; level++) {
+        /* no deadline of the level comes before the next slot's, and an
+         * overdue one counts as the next tick */
+        uint64_t soonest = next_start(w, level) - stage_lead(level);
+        if (soonest > w->now && soonest - w->now >= best)
+            continue;
         if (level_first(w, level, &start)) {
             uint64_t deadline = start - stage_lead(level);
             uint64_t step = deadline > w->now ? deadline - w->now : 1;
@@ -1594,7 +1606,7 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
     step = ring_next(w->occupied, NEAR_SLOTS, (unsigned)w->now & NEAR_RING_MASK);
     if (step == 0)
         step = TW_NEVER;
-    for (level = 0; level < LEVELS; level++) {
+    for (level = 0; level < LEVELS && next_start(w, level) - w->now < step; level++) {
         unsigned list = level_first(w, level, &start);
         if (list && start - w->now < step) {
             uint32_t least = slot_least(w, list, exact);
