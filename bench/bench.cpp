@@ -69,7 +69,9 @@ void usage(FILE *f)
         "  --hog LIST       busy processes beside the contended runs, one run\n"
         "                   per entry (default 0,2,4; 0 = quiet)\n"
         "  --count STAGE    run the workloads untimed up to STAGE and exit (one\n"
-        "                   --n, one --only); for bench/cachegrind.sh\n"
+        "                   --n, one --only); for bench/cachegrind.sh. STAGE\n"
+        "                   tick:K (tick_uniform:K): the tick latency drive of\n"
+        "                   the far (uniform) timers up to tick K\n"
         "  --list           print the structures' names, comma-separated, and exit\n");
 }
 

@@ -16,6 +16,9 @@
 // drops the noise. From those minima: p50, p99, p99.9, the worst tick and its
 // index, their sum; and the whole drive, the median of the runs' sums.
 //
+// `--count tick:K` (workload_counts.hpp) runs the far drive untimed up to
+// tick K and exits, `tick_uniform:K` the uniform one: cachegrind of K minus
+// K - 1 is tick K alone (bench/cachegrind.sh --tick).
 #ifndef BENCH_WORKLOAD_TICK_HPP
 #define BENCH_WORKLOAD_TICK_HPP
 
@@ -68,7 +71,7 @@ inline std::string tick_workload(const tick_input &in, const char *figure)
 }
 
 // Adds the timers at tick 0 and drives ticks 1 .. last, one advance(1)
-// each. ns[t - 1] is the time of tick t: between two clock reads,
+// each. With `ns`, ns[t - 1] is the time of tick t: between two clock reads,
 // so it holds the call, the loop's bookkeeping and one read (a floor of some
 // 25 ns). The caller destroys the structure.
 template <class S>
@@ -81,6 +84,13 @@ void tick_drive(S &s, const std::vector<uint32_t> &delay, uint64_t last, uint64_
     g_fired = 0;
     for (size_t i = 0; i < delay.size(); i++)
         s.add(delay[i], arg_of(i));
+    if (!ns) { // the counts: no clock read in the counted code
+        for (uint64_t t = 1; t <= last; t++) {
+            g_tick = t;
+            s.advance(1);
+        }
+        return;
+    }
     uint64_t before = now_ns();
     for (uint64_t t = 1; t <= last; t++) {
         g_tick = t;
@@ -89,6 +99,41 @@ void tick_drive(S &s, const std::vector<uint32_t> &delay, uint64_t last, uint64_
         ns[t - 1] = after - before;
         before = after;
     }
+}
+
+// `--count tick:K` / `tick_uniform:K`: the input and K, or false for
+// another stage. K = 0 stops after the adds.
+inline bool parse_tick_stage(const std::string &stage, std::string *input, uint64_t *last)
+{
+    std::string number;
+    if (stage.compare(0, 5, "tick:") == 0) {
+        *input = "far";
+        number = stage.substr(5);
+    } else if (stage.compare(0, 13, "tick_uniform:") == 0) {
+        *input = "uniform";
+        number = stage.substr(13);
+    } else {
+        return false;
+    }
+    char *end = nullptr;
+    unsigned long long k = std::strtoull(number.c_str(), &end, 10);
+    if (number.empty() || *end || k > TICK_DRIVE)
+        die("--count %s: the tick must be 0 .. %" PRIu64, stage.c_str(), TICK_DRIVE);
+    *last = k;
+    return true;
+}
+
+// The untimed drive up to tick `last`, then exit without teardown (see
+// workload_counts.hpp). Its "operations" are the timers fired so far: K
+// minus K - 1 is what tick K fired.
+template <class S>
+[[noreturn]] void tick_count(S &s, const std::string &input, size_t n, uint64_t last)
+{
+    const std::vector<uint32_t> delay = tick_delays(input, n);
+    tick_drive(s, delay, last, nullptr);
+    std::printf("count %s tick:%" PRIu64 " %" PRIu64 "\n", s.name, last, g_fired);
+    std::fflush(stdout);
+    std::_Exit(0);
 }
 
 struct tick_latency {
