@@ -45,7 +45,7 @@ void usage(FILE *f)
         "                    [--contended-only] [--no-facade] [--facade-only]\n"
         "                    [--no-tick] [--tick-only] [--hog K,K,...]\n"
         "                    [--count STAGE] [--list]\n"
-        "  --quick          N = 10k and 1M, fewer repetitions (< 1 min on 2 cores)\n"
+        "  --quick          N = 10k and 1M, fewer repetitions (about 2 min on 2 cores)\n"
         "  --csv PATH       CSV output (default: results.csv beside the program)\n"
         "  --n LIST         timer counts, e.g. 10000,1000000 (default 10k,1M,10M)\n"
         "  --reps K         repetitions per figure (default 7 / 5 / 1 by N)\n");
