@@ -43,8 +43,9 @@ void usage(FILE *f)
         "usage: twheel_bench [--quick] [--csv PATH] [--n N,N,...] [--reps K]\n"
         "                    [--only NAME,...] [--no-contended] [--no-idle]\n"
         "                    [--contended-only] [--no-facade] [--facade-only]\n"
-        "                    [--hog K,K,...] [--count STAGE] [--list]\n"
-        "  --quick          N = 10k and 1M, fewer repetitions (< 1 min on 2 cores)\n"
+        "                    [--no-tick] [--tick-only] [--hog K,K,...]\n"
+        "                    [--count STAGE] [--list]\n"
+        "  --quick          N = 10k and 1M, fewer repetitions (about 2 min on 2 cores)\n"
         "  --csv PATH       CSV output (default: results.csv beside the program)\n"
         "  --n LIST         timer counts, e.g. 10000,1000000 (default 10k,1M,10M)\n"
         "  --reps K         repetitions per figure (default 7 / 5 / 1 by N)\n");
@@ -63,10 +64,14 @@ void usage(FILE *f)
     std::fprintf(f, "%s\n", line.c_str());
     std::fprintf(f,
         "  --facade-only    only the C++ facade against the C API (aged wheel)\n"
+        "  --tick-only      only the tick latency (every advance(1) timed; --quick:\n"
+        "                   the far timers only)\n"
         "  --hog LIST       busy processes beside the contended runs, one run\n"
         "                   per entry (default 0,2,4; 0 = quiet)\n"
         "  --count STAGE    run the workloads untimed up to STAGE and exit (one\n"
-        "                   --n, one --only); for bench/cachegrind.sh\n"
+        "                   --n, one --only); for bench/cachegrind.sh. STAGE\n"
+        "                   tick:K (tick_uniform:K): the tick latency drive of\n"
+        "                   the far (uniform) timers up to tick K\n"
         "  --list           print the structures' names, comma-separated, and exit\n");
 }
 
@@ -130,11 +135,15 @@ options parse_options(int argc, char **argv)
         else if (a == "--no-facade")
             opt.facade = false;
         else if (a == "--facade-only")
-            opt.single = opt.idle = opt.contended = false;
+            opt.single = opt.idle = opt.contended = opt.tick = false;
+        else if (a == "--no-tick")
+            opt.tick = false;
+        else if (a == "--tick-only")
+            opt.single = opt.idle = opt.contended = opt.facade = false;
         else if (a == "--count")
             opt.count = value(); // checked by the counts workload
         else if (a == "--contended-only")
-            opt.single = opt.idle = opt.facade = false;
+            opt.single = opt.idle = opt.facade = opt.tick = false;
         else if (a == "--hog") {
             opt.hogs.clear();
             for (auto &x : split(value())) {

@@ -9,6 +9,12 @@
 # the read, not the read (see bench/README.md).
 #
 #   bench/cachegrind.sh BUILD_DIR [N] [STRUCTURE,...]
+#   bench/cachegrind.sh --tick BUILD_DIR N K [STRUCTURE] [far|uniform]
+#
+# --tick: one tick of the tick latency drive (workload_tick.hpp), tick K
+# alone, for one structure (default twheel) and input (default far): its
+# instructions, last-level data misses and the timers it fired. K is
+# typically the "at tick" column of the tick latency table.
 #
 # BUILD_DIR holds a release build (meson setup BUILD_DIR --buildtype=release).
 # N defaults to 1000000, the structures to all the program has
@@ -23,11 +29,17 @@
 # shown as 0.
 set -euo pipefail
 
-build=${1:?usage: bench/cachegrind.sh BUILD_DIR [N] [STRUCTURE,...]}
+usage="usage: bench/cachegrind.sh BUILD_DIR [N] [STRUCTURE,...]
+       bench/cachegrind.sh --tick BUILD_DIR N K [STRUCTURE] [far|uniform]"
+tick=
+if [[ ${1:-} == --tick ]]; then
+    tick=yes
+    shift
+fi
+build=${1:?$usage}
 n=${2:-1000000}
 bench=$build/bench/twheel_bench
 [[ -x $bench ]] || { echo "no $bench: build the bench first" >&2; exit 1; }
-structures=${3:-$("$bench" --list)}
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
 
 stages=(start add next_expiry cancel reschedule expire far_setup far_next_expiry far_churn churn_next_expiry hb_setup heartbeat)
@@ -51,6 +63,26 @@ measure() {
     awk -v ops="$ops" '/^summary:/ {print ops, $2, $7 + $10}' "$out.cg"
 }
 
+if [[ -n $tick ]]; then
+    k=${3:?$usage}
+    s=${4:-twheel}
+    input=${5:-far}
+    case $input in
+        far) stage=tick ;;
+        uniform) stage=tick_uniform ;;
+        *) echo "$usage" >&2; exit 2 ;;
+    esac
+    [[ $k =~ ^[0-9]+$ ]] && ((k >= 1)) || { echo "K: a tick, 1 or more" >&2; exit 2; }
+    # "ops" of a tick stage: the timers fired so far
+    read -r o0 i0 m0 < <(measure "$s" "$stage:$((k - 1))")
+    read -r o1 i1 m1 < <(measure "$s" "$stage:$k")
+    printf '%s\n' "cachegrind, N = $n, $input timers, $s: tick $k alone (the run to tick $k minus the run to tick $((k - 1)))"
+    printf '%-28s %14s\n' Ir "$((i1 - i0))" "LL data misses (DLmr+DLmw)" "$((m1 - m0))" \
+        "timers fired" "$((o1 - o0))"
+    exit 0
+fi
+
+structures=${3:-$("$bench" --list)}
 printf '%s\n' "cachegrind, N = $n: instructions and simulated last-level data misses per operation"
 printf '%-16s %-16s %12s %12s\n' structure workload "Ir/op" "LL miss/op"
 for s in ${structures//,/ }; do

@@ -82,6 +82,7 @@ struct options {
     bool single = true; // the single-threaded workloads
     bool idle = true;
     bool facade = true; // the C++ facade against the C API
+    bool tick = true;   // tick latency: the time of every single advance(1)
     std::string count; // --count STAGE: untimed, for cachegrind
     size_t hb_cap = 0;           // heartbeat ops per run (cap)
     double contended_seconds = 0; // per contended measurement

@@ -1,5 +1,6 @@
 # Renders the CSV of twheel_bench into one PNG: ns/op against N (log-log),
-# one panel per workload, one line per structure.
+# one panel per workload, one line per structure; then the tick latency's
+# tail (microseconds per tick), one panel per input.
 #
 #   gnuplot -e "csv='build/bench/results.csv'; out='bench.png'" bench/plot.gp
 #
@@ -8,7 +9,7 @@
 if (!exists("csv")) csv = "results.csv"
 if (!exists("out")) out = "bench.png"
 
-set terminal pngcairo size 2250,900 noenhanced font ",10"
+set terminal pngcairo size 2700,900 noenhanced font ",10"
 set output out
 set datafile separator whitespace
 
@@ -37,7 +38,7 @@ set xlabel "N (live timers)"
 set format x "%.0s%c"
 set key top left box opaque font ",9"
 
-set multiplot layout 2,5 title sprintf("twheel_bench: %s (median ns per operation; lower is better)", csv)
+set multiplot layout 2,6 title sprintf("twheel_bench: %s (median ns per operation, tick latency in us per tick; lower is better)", csv)
 
 names = "add cancel expire next_expiry far_next_expiry reschedule heartbeat far_loop contended bytes_per_timer"
 titles = "add|cancel (half of N)|expire (per timer fired, tick by tick)|next-expiry query|next-expiry, all timers 30-60k ticks away|reschedule|heartbeat (add, 20 reschedules, cancel)|loop turn (advance 1 + next-expiry), far timers|contended (4 threads add/cancel, 1 drives)|bytes per live timer"
@@ -54,5 +55,17 @@ do for [i = 1:words(names)] {
     plot for [j = 1:words(list)] rows(word(list, j), w) using 1:2 \
         with linespoints ls color(word(list, j)) lw width(word(list, j)) \
         title word(list, j)
+}
+
+# Tick latency (workload_tick.hpp): the worst tick (solid) and p99.9
+# (dashed) of the per-tick minima; at 10M only the structures that run there.
+do for [input in "far uniform"] {
+    set title sprintf("tick latency, %s: worst (solid), p99.9 (dashed)", input)
+    set ylabel "us per tick"
+    plot for [j = 1:words(all)] rows(word(all, j), "tick_".input."_worst") using 1:2 \
+        with linespoints ls color(word(all, j)) lw width(word(all, j)) \
+        title word(all, j), \
+        for [j = 1:words(all)] rows(word(all, j), "tick_".input."_p999") using 1:2 \
+        with linespoints ls color(word(all, j)) dt 2 lw 1 notitle
 }
 unset multiplot

@@ -4,6 +4,7 @@
 // right after STAGE. cachegrind (valgrind 3.19 has no way to collect a part
 // of a run) counts the whole process, so bench/cachegrind.sh runs each prefix
 // and takes differences: the events of one stage, divided by its operations.
+// `--count tick:K` does the same for one tick of the tick latency drive.
 // Instruction counts and simulated cache misses do not move with the
 // machine's noise.
 #ifndef BENCH_WORKLOAD_COUNTS_HPP
@@ -21,6 +22,7 @@
 #include "workload.hpp"
 #include "workload_far.hpp"
 #include "workload_rows.hpp"
+#include "workload_tick.hpp"
 
 namespace bench {
 
@@ -149,17 +151,22 @@ struct counts {
 
     [[noreturn]] static void run(structures &all, const options &opt)
     {
-        if (std::find_if(std::begin(count_stages), std::end(count_stages),
-                         [&](const char *x) { return opt.count == x; }) ==
-            std::end(count_stages))
+        std::string tick_input; // tick:K, tick_uniform:K: the tick latency drive (workload_tick.hpp)
+        uint64_t tick = 0;
+        const bool ticks = parse_tick_stage(opt.count, &tick_input, &tick);
+        if (!ticks && std::find_if(std::begin(count_stages), std::end(count_stages),
+                                   [&](const char *x) { return opt.count == x; }) ==
+                          std::end(count_stages))
             die("--count: unknown stage '%s'", opt.count.c_str());
         if (opt.ns.size() != 1 || opt.only.size() != 1)
             die("--count needs one --n and one --only structure");
-        data d = make_data(opt.ns[0]);
         // exact names: twheel and twheel-none share their functions
         for_each_structure(all, [&](auto &s) {
-            if (opt.only[0] == s.name)
-                count_run(s, d, opt.count);
+            if (opt.only[0] != s.name)
+                return;
+            if (ticks)
+                tick_count(s, tick_input, opt.ns[0], tick);
+            count_run(s, make_data(opt.ns[0]), opt.count);
         });
         die("--count: no structure named '%s'", opt.only[0].c_str());
     }

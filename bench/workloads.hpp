@@ -11,14 +11,15 @@
 #include "workload_far.hpp"
 #include "workload_idle.hpp"
 #include "workload_rows.hpp"
+#include "workload_tick.hpp"
 
 namespace bench {
 
 // The workloads, in the order they run (within their schedule) and print
 // their tables. Adding a workload: its workload_NAME.hpp, included above and
 // named here.
-using workloads = std::tuple<single_rows, far_timers, clock_driven, idle_catch_up, contended,
-                             facade_rows, counts>;
+using workloads = std::tuple<single_rows, far_timers, clock_driven, idle_catch_up, tick_latency,
+                             contended, facade_rows, counts>;
 
 // f(W{}) for every workload W of the list, in its order.
 template <class F> void for_each_workload(F &&f)
