@@ -204,6 +204,7 @@ struct tw_wheel {
      * in word 4 + i */
     struct queue queues[LIST_COUNT];
     uint64_t occupied[LIST_SLOTS / 64];
+    uint32_t occupied_words; /* bit k: occupied[k] has a bit set */
     /* per level slot: the least due tick filed there (low 32 bits), a lower
      * bound on its timers, exact unless the slot's bit in least_stale says
      * the timer that held it has left since */
@@ -687,8 +688,11 @@ static void queue_drop(tw_wheel *w, unsigned list)
     w->entries -= q->entries;
     q->entries = q->count = 0;
     q->head = q->tail = q->compact_read = NO_POSITION;
-    if (list < LIST_SLOTS)
+    if (list < LIST_SLOTS) {
         w->occupied[list >> 6] &= ~(UINT64_C(1) << (list & 63));
+        if (!w->occupied[list >> 6])
+            w->occupied_words &= ~(1u << (list >> 6));
+    }
 }
 
 /* Compaction rewrites a queue without its stale entries, in place and in
@@ -798,8 +802,10 @@ static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
     n->state = NODE_LINKED;
     if (list >= LIST_LEVEL0 && list < LIST_SLOTS)
         note_least(w, list - LIST_LEVEL0, n->expire);
-    if (w->queues[list].count++ == 0 && list < LIST_SLOTS)
+    if (w->queues[list].count++ == 0 && list < LIST_SLOTS) {
         w->occupied[list >> 6] |= UINT64_C(1) << (list & 63);
+        w->occupied_words |= 1u << (list >> 6);
+    }
 }
 
 /* The start of a walk by take_head, which prefetches on entering a block. */
@@ -849,25 +855,63 @@ static unsigned level_ring(unsigned level)
 }
 
 /* Moves up to `budget` entries, live or stale, off the head of a level
- * slot, each live one to the tail of its slot one level down. */
+ * slot, each live one to the tail of its slot one level down. A block's
+ * entries are read as a run and the queue's counts settled once per run
+ * (before the moves, so the reserve of blocks holds: see reserve_entries);
+ * a block goes back to the pool once passed. */
+static HOT_INLINE uint64_t move_run(tw_wheel *w, unsigned list, const struct block *b,
+                                    uint32_t block, unsigned offset, unsigned end,
+                                    unsigned below, unsigned shift, unsigned mask)
+{
+    uint64_t moved = 0;
+    for (; offset < end; offset++) {
+        uint32_t index = b->index[offset];
+        struct node *n = node_at(w, index);
+        if (n->state != NODE_LINKED || n->position != ((block << POSITION_BITS) | offset))
+            continue;
+        forget_least(w, list - LIST_LEVEL0, n->expire);
+        w->queues[list].count--;
+        link_tail(w, below + ((n->expire >> shift) & mask), index, n);
+        moved++;
+    }
+    return moved;
+}
+
 static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t budget)
 {
     struct queue *q = &w->queues[list];
-    unsigned shift = level ? level_shift(level - 1) : 0;
-    unsigned below = level ? level_list(level - 1) : 0;
-    unsigned mask = level ? LEVEL_RING_MASK : NEAR_RING_MASK;
     uint64_t moved = 0;
     compact_abandon(q);
-    prefetch_queue(w, list);
-    for (; budget > 0 && q->entries; budget--) {
-        uint32_t index, position = take_head(w, q, &index);
-        struct node *n = node_at(w, index);
-        if (n->state != NODE_LINKED || n->position != position)
-            continue;
-        forget_least(w, list - LIST_LEVEL0, n->expire);
-        q->count--;
-        link_tail(w, below + ((n->expire >> shift) & mask), index, n);
-        moved++;
+    if (budget >= BLOCK_ENTRIES) /* a short batch would spend more on it */
+        prefetch_queue(w, list);
+    while (budget > 0 && q->entries) {
+        uint32_t block = q->head >> POSITION_BITS, next;
+        struct block *b = block_at(w, block);
+        unsigned offset = q->head & OFFSET_MASK, run = BLOCK_ENTRIES - offset, end;
+        if (run > q->entries)
+            run = q->entries;
+        if (run > budget)
+            run = (unsigned)budget;
+        end = offset + run;
+        budget -= run;
+        q->entries -= run;
+        w->entries -= run;
+        next = b->next;
+        if (level == 0) /* into near: the constants leave out level upkeep */
+            moved += move_run(w, list, b, block, offset, end, 0, 0, NEAR_RING_MASK);
+        else
+            moved += move_run(w, list, b, block, offset, end, level_list(level - 1),
+                              level_shift(level - 1), LEVEL_RING_MASK);
+        if (q->entries == 0) {
+            block_give(w, block);
+            q->head = q->tail = NO_POSITION;
+        } else if (end == BLOCK_ENTRIES) {
+            block_give(w, block);
+            q->head = next << POSITION_BITS;
+            prefetch_ahead(w, q->head, 0);
+        } else {
+            q->head = (block << POSITION_BITS) | end;
+        }
     }
     if (q->count == 0)
         queue_drop(w, list); /* what is left is stale */
@@ -965,44 +1009,44 @@ static unsigned slot_for(uint32_t expire, uint32_t time)
     return level_list(level) + ((expire >> level_shift(level)) & LEVEL_RING_MASK);
 }
 
-/* The lowest set bit of words[] at an index in [low, high), or -1. */
-static int first_set(const uint64_t *words, unsigned low, unsigned high)
+/* How many slots after `from` the first occupied slot of the ring of
+ * `size` slots (64, 128 or 512) starting at list `base` lies, 1 .. size - 1;
+ * 0 when there is none. `from` itself, the slot of time, is not looked at.
+ * The words are visited once round the ring from the one holding `from`,
+ * which is visited again for its bits below `from`; an empty ring costs one
+ * test of the summary. */
+static HOT_INLINE unsigned ring_next(const tw_wheel *w, unsigned base, unsigned size,
+                                     unsigned from)
 {
-    unsigned word;
-    for (word = low >> 6; word * 64 < high; word++) {
-        uint64_t bits = words[word];
-        if (word == low >> 6)
-            bits &= ~UINT64_C(0) << (low & 63);
-        if (bits) {
-            unsigned slot = word * 64 + (unsigned)lowest_bit(bits);
-            return slot < high ? (int)slot : -1;
-        }
+    const uint64_t *words = &w->occupied[base >> 6];
+    unsigned count = size >> 6, first = from >> 6, i;
+    uint64_t bits;
+    if (!((w->occupied_words >> (base >> 6)) & ((1u << count) - 1)))
+        return 0;
+    bits = words[first] & ((~UINT64_C(0) << (from & 63)) << 1);
+    if (bits) /* most often: the slot sought shares a word with `from` */
+        return (unsigned)lowest_bit(bits) - (from & 63);
+    for (i = 1; i <= count; i++) {
+        unsigned word = (first + i) & (count - 1);
+        bits = words[word];
+        if (i == count)
+            bits &= (UINT64_C(1) << (from & 63)) - 1;
+        if (bits)
+            return ((word << 6) + (unsigned)lowest_bit(bits) - from) & (size - 1);
     }
-    return -1;
-}
-
-/* How many slots after `from` the first occupied slot of a ring of `size`
- * slots lies (1 .. size - 1), its occupancy bits starting at words[0]; 0
- * when there is none. `from` is the slot of time itself, which holds
- * nothing here (see staging). */
-static unsigned ring_next(const uint64_t *words, unsigned size, unsigned from)
-{
-    int slot = first_set(words, from + 1, size);
-    if (slot < 0)
-        slot = first_set(words, 0, from);
-    return slot < 0 ? 0 : ((unsigned)slot - from) & (size - 1);
+    return 0;
 }
 
 /* Level `level`'s first occupied slot after the one time is in: its list,
  * with the tick its span starts at in *start_out; 0 when the level is
  * empty. Slots of one level hold disjoint spans in ring order, so this
  * one holds the level's earliest timer. */
-static unsigned level_first(const tw_wheel *w, unsigned level, uint64_t *start_out)
+static HOT_INLINE unsigned level_first(const tw_wheel *w, unsigned level,
+                                       uint64_t *start_out)
 {
     unsigned shift = level_shift(level), size = level_ring(level);
     uint64_t current = w->now >> shift;
-    unsigned offset = ring_next(&w->occupied[level_list(level) >> 6], size,
-                                (unsigned)current & (size - 1));
+    unsigned offset = ring_next(w, level_list(level), size, (unsigned)current & (size - 1));
     if (!offset)
         return 0;
     *start_out = (current + offset) << shift;
@@ -1030,9 +1074,10 @@ static uint64_t stage_lead(unsigned level)
  * in a slot past its deadline): that is work for the next tick. */
 static uint64_t next_event(const tw_wheel *w)
 {
-    uint64_t best = ring_next(w->occupied, NEAR_SLOTS,
-                              (unsigned)w->now & NEAR_RING_MASK), start;
+    uint64_t best = ring_next(w, 0, NEAR_SLOTS, (unsigned)w->now & NEAR_RING_MASK), start;
     unsigned level;
+    if (best == 1)
+        return 1; /* no deadline comes sooner */
     if (best == 0)
         best = TW_NEVER;
     for (level = 0; level < LEVELS; level++) {
@@ -1336,7 +1381,10 @@ static void stage(tw_wheel *w)
     while (level-- > 0) {
         unsigned shift = level_shift(level), size = level_ring(level);
         uint64_t current = w->now >> shift, start = (current + 1) << shift;
-        uint64_t deadline = start - stage_lead(level), from, budget;
+        uint64_t deadline, from, budget;
+        if (!((w->occupied_words >> (level_list(level) >> 6)) & 3))
+            continue; /* nothing at this level */
+        deadline = start - stage_lead(level);
         unsigned here = level_list(level) + ((unsigned)current & (size - 1));
         unsigned next = level_list(level) + ((unsigned)(current + 1) & (size - 1));
         struct queue *q = &w->queues[next];
@@ -1497,8 +1545,10 @@ static int64_t drive(tw_wheel *w, uint64_t target, int *destroyed)
             ran += run_batch(w, list);
     }
     destroy = w->free_after_drive;
-    w->now = target;
-    stage(w); /* the share of the ticks walked since the last event */
+    if (w->now != target) {
+        w->now = target;
+        stage(w); /* the share of the ticks walked since the last event */
+    }
     w->driving = w->timer_thread_driving = 0;
     unlock(w);
     end_drive_claim(w);
@@ -1573,7 +1623,7 @@ static uint32_t scan_least(const tw_wheel *w, unsigned list)
  * read from its entries when that went stale and `exact` asks, or the slot
  * is small. With `exact` the scan is not kept: tw_get_stats must not change
  * what tw_next_expiry answers. */
-static uint32_t slot_least(tw_wheel *w, unsigned list, int exact)
+static HOT_INLINE uint32_t slot_least(tw_wheel *w, unsigned list, int exact)
 {
     unsigned slot = list - LIST_LEVEL0;
     uint64_t *stale = &w->least_stale[slot >> 6];
@@ -1603,11 +1653,14 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
     if (w->queues[LIST_DUE_A].count || w->queues[LIST_DUE_B].count ||
         (w->dispatching != LIST_NONE && w->queues[w->dispatching].count))
         return 0;
-    step = ring_next(w->occupied, NEAR_SLOTS, (unsigned)w->now & NEAR_RING_MASK);
+    step = ring_next(w, 0, NEAR_SLOTS, (unsigned)w->now & NEAR_RING_MASK);
     if (step == 0)
         step = TW_NEVER;
     for (level = 0; level < LEVELS && next_start(w, level) - w->now < step; level++) {
-        unsigned list = level_first(w, level, &start);
+        unsigned list;
+        if (!((w->occupied_words >> (level_list(level) >> 6)) & 3))
+            continue; /* nothing at this level */
+        list = level_first(w, level, &start);
         if (list && start - w->now < step) {
             uint32_t least = slot_least(w, list, exact);
             uint64_t until = (uint32_t)(least - (uint32_t)w->now);
@@ -2732,6 +2785,9 @@ static int consistent(const tw_wheel *w)
     unsigned list;
     if (w->staged_tick > w->now)
         return 0;
+    for (list = 0; list < LIST_SLOTS / 64; list++)
+        if (!w->occupied[list] != !((w->occupied_words >> list) & 1))
+            return 0;
     for (list = 0; list < LIST_COUNT; list++) {
         const struct queue *q = &w->queues[list];
         uint32_t position = q->head, left, live_entries = 0;
