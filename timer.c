@@ -78,7 +78,7 @@ typedef unsigned spin_word;
 /* ==== geometry and types ================================================
  * Skynet's shape: near slots for the current 256-tick window, then four
  * levels of 64 slots, each covering 6 more bits of the 32-bit tick. Near
- * and levels 0..2 have twice the slots (a ring): the second half holds the
+ * and levels 0..2 have twice the slots (a ring): the half not in use holds the
  * next window's timers, moved there ahead of time a few per tick by the
  * staging (see its section) instead of all at once when time enters that
  * window. Level 3 is never staged into and keeps 64. */
@@ -940,6 +940,9 @@ static int staging_now(const tw_wheel *w, unsigned list)
 static void compact_some(tw_wheel *w, unsigned list)
 {
     struct queue *q = &w->queues[list];
+    if (w->destroying)
+        return; /* the release empties queues in order: nothing may move
+                   into one it has passed (a hook cancelling others) */
     if (staging_now(w, list)) {
         stage_entries(w, (list - LIST_LEVEL0) / LEVEL_SLOTS, list, COMPACT_STEP);
         return;
@@ -1037,6 +1040,13 @@ static HOT_INLINE unsigned ring_next(const tw_wheel *w, unsigned base, unsigned 
     return 0;
 }
 
+/* Whether any slot of `level` holds a timer (its ring fills two words of
+ * the bitmap; level 3's second word stays empty). */
+static HOT_INLINE int level_occupied(const tw_wheel *w, unsigned level)
+{
+    return (w->occupied_words >> (level_list(level) >> 6)) & 3u;
+}
+
 /* Level `level`'s first occupied slot after the one time is in: its list,
  * with the tick its span starts at in *start_out; 0 when the level is
  * empty. Slots of one level hold disjoint spans in ring order, so this
@@ -1051,49 +1061,6 @@ static HOT_INLINE unsigned level_first(const tw_wheel *w, unsigned level,
         return 0;
     *start_out = (current + offset) << shift;
     return level_list(level) + ((unsigned)(current + offset) & (size - 1));
-}
-
-/* The tick the slot after time's at `level` starts at: no timer in the
- * level is due earlier. */
-static uint64_t next_start(const tw_wheel *w, unsigned level)
-{
-    return ((w->now >> level_shift(level)) + 1) << level_shift(level);
-}
-
-/* How long before a level slot's span starts its staging must be done:
- * before the level below begins staging the span's first slot (near has
- * nothing below: level 0 finishes as its span starts). */
-static uint64_t stage_lead(unsigned level)
-{
-    return level ? UINT64_C(1) << level_shift(level - 1) : 0;
-}
-
-/* Ticks from now to the next tick at which the wheel has work: a near slot
- * to dispatch, or a level slot whose staging must be finished by then;
- * TW_NEVER when every slot is empty. Staging may be overdue (a timer filed
- * in a slot past its deadline): that is work for the next tick. */
-static uint64_t next_event(const tw_wheel *w)
-{
-    uint64_t best = ring_next(w, 0, NEAR_SLOTS, (unsigned)w->now & NEAR_RING_MASK), start;
-    unsigned level;
-    if (best == 1)
-        return 1; /* no deadline comes sooner */
-    if (best == 0)
-        best = TW_NEVER;
-    for (level = 0; level < LEVELS; level++) {
-        /* no deadline of the level comes before the next slot's, and an
-         * overdue one counts as the next tick */
-        uint64_t soonest = next_start(w, level) - stage_lead(level);
-        if (soonest > w->now && soonest - w->now >= best)
-            continue;
-        if (level_first(w, level, &start)) {
-            uint64_t deadline = start - stage_lead(level);
-            uint64_t step = deadline > w->now ? deadline - w->now : 1;
-            if (step < best)
-                best = step;
-        }
-    }
-    return best;
 }
 
 /* ==== add ===============================================================
@@ -1353,7 +1320,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
  * Skynet re-files a whole level slot when time enters its span (a cascade):
  * with a million timers that is hundreds of thousands of moves in one tick.
  * Here each level slot is moved one level down ahead of time instead, a
- * share per tick, while the slot before it is current: into the second half
+ * share per tick, while the slot before it is current: into the other half
  * of the ring below (near for level 0), which holds the next window and so
  * mixes with nothing current. The share is what is left divided by the
  * ticks left, so moving a slot costs about its size over its span per tick,
@@ -1371,7 +1338,23 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
  * so for any one tick the entries in a higher slot are newer than those
  * already moved below: timers of one tick still run in the order of their
  * last add or reschedule. Outside stage(), the slot time itself is in is
- * empty at every level. */
+ * empty at every level. (The move itself, stage_entries, is with the
+ * slots: compaction hands a slot being staged to it.) */
+
+/* The tick the slot after time's at `level` starts at: no timer in the
+ * level is due earlier. */
+static uint64_t next_start(const tw_wheel *w, unsigned level)
+{
+    return ((w->now >> level_shift(level)) + 1) << level_shift(level);
+}
+
+/* How long before a level slot's span starts its staging must be done:
+ * before the level below begins staging the span's first slot (near has
+ * nothing below: level 0 finishes as its span starts). */
+static uint64_t stage_lead(unsigned level)
+{
+    return level ? UINT64_C(1) << level_shift(level - 1) : 0;
+}
 
 /* Brings every level's staging up to `now`, top level first so that what
  * a level moves down is there for the level below to move on. */
@@ -1381,14 +1364,15 @@ static void stage(tw_wheel *w)
     while (level-- > 0) {
         unsigned shift = level_shift(level), size = level_ring(level);
         uint64_t current = w->now >> shift, start = (current + 1) << shift;
-        uint64_t deadline, from, budget;
-        if (!((w->occupied_words >> (level_list(level) >> 6)) & 3))
-            continue; /* nothing at this level */
-        deadline = start - stage_lead(level);
+        uint64_t deadline = start - stage_lead(level), from, budget;
         unsigned here = level_list(level) + ((unsigned)current & (size - 1));
         unsigned next = level_list(level) + ((unsigned)(current + 1) & (size - 1));
         struct queue *q = &w->queues[next];
-        if (w->queues[here].entries) /* filed past its deadline, now due */
+        if (!level_occupied(w, level))
+            continue;
+        /* the slot time is in: level 0's on its first tick (its deadline),
+         * or timers filed into a slot after its deadline had passed */
+        if (w->queues[here].entries)
             stage_entries(w, level, here, UINT64_MAX);
         if (!q->entries)
             continue;
@@ -1404,6 +1388,34 @@ static void stage(tw_wheel *w)
             stage_entries(w, level, next, budget);
     }
     w->staged_tick = w->now;
+}
+
+/* Ticks from now to the next tick at which the wheel has work: a near slot
+ * to dispatch, or a level slot whose staging must be finished by then;
+ * TW_NEVER when every slot is empty. Staging may be overdue (a timer filed
+ * in a slot past its deadline): that is work for the next tick. */
+static uint64_t next_event(const tw_wheel *w)
+{
+    uint64_t best = ring_next(w, 0, NEAR_SLOTS, (unsigned)w->now & NEAR_RING_MASK), start;
+    unsigned level;
+    if (best == 1)
+        return 1; /* no deadline comes sooner */
+    if (best == 0)
+        best = TW_NEVER;
+    for (level = 0; level < LEVELS; level++) {
+        /* no deadline of the level comes before the next slot's, and an
+         * overdue one counts as the next tick */
+        uint64_t soonest = next_start(w, level) - stage_lead(level);
+        if (soonest > w->now && soonest - w->now >= best)
+            continue;
+        if (level_first(w, level, &start)) {
+            uint64_t deadline = start - stage_lead(level);
+            uint64_t step = deadline > w->now ? deadline - w->now : 1;
+            if (step < best)
+                best = step;
+        }
+    }
+    return best;
 }
 
 /* ==== dispatch ==========================================================
@@ -1658,8 +1670,8 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
         step = TW_NEVER;
     for (level = 0; level < LEVELS && next_start(w, level) - w->now < step; level++) {
         unsigned list;
-        if (!((w->occupied_words >> (level_list(level) >> 6)) & 3))
-            continue; /* nothing at this level */
+        if (!level_occupied(w, level))
+            continue;
         list = level_first(w, level, &start);
         if (list && start - w->now < step) {
             uint32_t least = slot_least(w, list, exact);

@@ -132,7 +132,9 @@ struct tw_config {
     tw_realloc_fn *realloc_fn;  /* optional allocator; default libc */
     void *alloc_context;        /* passed to realloc_fn */
     uint64_t max_timers;        /* cap on pending timers; 0 = no cap */
-    uint64_t start_tick;        /* initial tw_now(); default 0 */
+    uint64_t start_tick;        /* initial tw_now(); default 0. On a clock-
+                                   driven wheel this tick starts at the
+                                   clock reading tw_create() takes */
     int drive;                  /* enum tw_drive_kind; default TW_DRIVE_AUTO
                                    (a config from a 1.0 header, whose size
                                    stops before this field, gets AUTO) */
@@ -449,7 +451,9 @@ TW_EXPORT uint64_t tw_next_deadline_us(tw_wheel *wheel);
 /* Starts a dedicated thread that calls tw_expire() every period_us
  * microseconds (skynet: 2500); callbacks then run on that thread, and an
  * AUTO wheel becomes clock-driven: a timer runs at most about one tick plus
- * one period after its delay has passed. Returns 0,
+ * one period after its delay has passed. The thread waits out its period by
+ * CLOCK_MONOTONIC, also when the wheel reads a clock_fn: with a fake clock,
+ * watch tw_now() to see it catch up. Returns 0,
  * -EINVAL (NULL wheel, period_us 0, or a TW_LOCK_NONE wheel), -EBUSY (already
  * running, or the wheel is being destroyed: a thread started then would
  * outlive it) or a negative pthread error. Thread-safe. */
@@ -478,7 +482,7 @@ TW_EXPORT void *tw_context(tw_wheel *wheel);
 TW_EXPORT uint32_t tw_tick_us(tw_wheel *wheel);
 
 /* Fills *stats up to stats->size bytes: O(slots), as the pending counts per
- * level are summed from the 514 queues here rather than kept up to date by
+ * level are summed from the 1026 queues here rather than kept up to date by
  * every add, move and cancel; plus one slot's read for next_expiry_exact
  * in tw_next_expiry's early case (see there), skipped when stats->size
  * stops short of that field. Returns 0, or -EINVAL for NULL arguments or a

@@ -349,6 +349,67 @@ static void test_destroy_mid_staging(void **state)
     }
 }
 
+/* A release hook that cancels other timers of a slot being staged while
+ * tw_destroy releases them: the cancels would compact that slot, which for
+ * a slot being staged means moving entries down into queues the release
+ * has already emptied. Every timer is released once, by tw_destroy called
+ * from plain code and from a callback (a shutdown timer), and no callback
+ * runs after that destroy. */
+static tw_wheel *hook_wheel;
+static int destroyed_by_callback, fired_after_destroy;
+
+static void cancel_others_release(void *data)
+{
+    int tag = UNTAG(data);
+    book.released[tag]++;
+    if (tag == 5)
+        for (int i = 199; i >= 50; i--)
+            tw_cancel(hook_wheel, book.id[i]);
+}
+
+static void late_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)w;
+    (void)id;
+    (void)data;
+    if (destroyed_by_callback)
+        fired_after_destroy++;
+}
+
+static void shutdown_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)id;
+    (void)data;
+    destroyed_by_callback = 1;
+    tw_destroy(w);
+}
+
+static void test_destroy_with_hooks_cancelling(void **state)
+{
+    (void)state;
+    for (int by_callback = 0; by_callback < 2; by_callback++) {
+        tw_wheel *w = new_wheel(0);
+        book_reset();
+        hook_wheel = w;
+        destroyed_by_callback = fired_after_destroy = 0;
+        for (int i = 0; i < 200; i++) { /* level 1's slot being staged */
+            book.id[i] = tw_add_ex(w, span(1) + (uint64_t)i, 0, late_cb,
+                                   cancel_others_release, TAG(i));
+            assert_int_not_equal(book.id[i], 0);
+        }
+        untrack(w);
+        if (by_callback) {
+            assert_int_not_equal(tw_add(w, 1, shutdown_cb, NULL), 0);
+            tw_advance(w, 2 * span(1)); /* frees the wheel as it returns */
+        } else {
+            tw_destroy(w);
+        }
+        for (int i = 0; i < 200; i++)
+            assert_int_equal(book.released[i], 1);
+        assert_int_equal(fired_after_destroy, 0);
+    }
+}
+
 /* ---- tw_check knows where staging may put a timer ------------------------ */
 
 /* Moves a pending timer to another slot behind the API's back. */
@@ -399,6 +460,7 @@ int main(void)
         T(test_jumps_mid_staging),
         T(test_next_expiry_while_staging),
         T(test_destroy_mid_staging),
+        T(test_destroy_with_hooks_cancelling),
         T(test_check_rejects_misplaced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
