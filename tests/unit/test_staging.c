@@ -6,7 +6,11 @@
  *
  *   - no advance moves more than its share of a slot (what is left, over
  *     the ticks left to the slot's deadline), and the slot is empty by the
- *     deadline;
+ *     deadline; stale entries count in the share, so they do not hold the
+ *     live timers back;
+ *   - a walk stops at every deadline: a jump past one leaves the wheel as
+ *     stopping there would;
+ *   - cancels in a slot being staged give their entries' room back;
  *   - timers fire exactly at their tick, those of one tick in the order of
  *     their last add, reschedule or periodic re-arm, whether they were
  *     moved down before or after that call;
@@ -169,6 +173,54 @@ static void test_share_per_tick(void **state)
     share_per_step(3, 4096, 20000);
 }
 
+/* The same with stale entries: of 3 * `live` timers in the slot, two in
+ * three are cancelled (too few for the slot to be staged ahead, see
+ * compact_some). A share is counted in entries, live or stale, so the live
+ * timers still move down evenly. Counted in live timers only, each share
+ * would spend most of itself passing over stale entries, and a pile of
+ * live timers would be left for the deadline. */
+static void share_with_stale(int level, uint64_t step, int live)
+{
+    tw_wheel *w = new_wheel(0);
+    uint64_t seed = 11 + (uint64_t)level, deadline = span(level) - lead(level);
+    uint64_t most = 0, fair = ((uint64_t)live * step + deadline - 1) / deadline + 1;
+    int64_t fired = 0;
+    book_reset();
+    for (int i = 0; i < 3 * live; i++)
+        arm(w, i, span(level) + rng_next(&seed) % span(level), 0);
+    for (int i = 0; i < 3 * live; i++)
+        if (i % 3) {
+            assert_int_equal(tw_cancel(w, book.id[i]), 1);
+            book.pending[i] = 0;
+        }
+    assert_int_equal(at_level(w, level), (uint64_t)live);
+    CHECK(w);
+    while (tw_now(w) < deadline) {
+        uint64_t now = tw_now(w), before = at_level(w, level), moved;
+        fired += tw_advance(w, step < deadline - now ? step : deadline - now);
+        moved = before - at_level(w, level);
+        if (moved > most)
+            most = moved;
+    }
+    assert_int_equal(at_level(w, level), 0);
+    if (most > 2 * fair)
+        fail_msg("level %d, stale entries: a step moved %llu timers; a fair share is %llu",
+                 level, (unsigned long long)most, (unsigned long long)fair);
+    CHECK(w);
+    assert_int_equal(fired + tw_advance(w, 2 * span(level)), live);
+    expect_clean((uint64_t)live);
+    CHECK(w);
+    drop(w);
+}
+
+static void test_share_counts_stale_entries(void **state)
+{
+    (void)state;
+    share_with_stale(0, 1, 3000);
+    share_with_stale(1, 64, 3000);
+    share_with_stale(2, 4096, 3000);
+}
+
 /* ---- order of one tick across staging ------------------------------------ */
 
 /* At `level`, timers all due at one tick e of the slot being staged, armed
@@ -325,6 +377,92 @@ static void test_next_expiry_while_staging(void **state)
     drop(w);
 }
 
+/* ---- stale entries of a slot being staged -------------------------------- */
+
+/* A slot being staged is read from its head a share per tick, so it is not
+ * compacted in place: a cancel that leaves it with too many stale entries
+ * stages it a step ahead instead (COMPACT_STEP entries), and its stale
+ * entries leave that way. Here the slot (level 2's next) has 300 timers at
+ * its head that stay and 3000 behind them, all but the last 10 cancelled in
+ * order: the stale entries must not outlive the cancels by much. Re-adding
+ * as many timers as were cancelled then fits in the blocks there are. Were
+ * the slot staged ahead one entry per cancel, the head's live timers would
+ * take those steps and over 2000 stale entries would stay behind. */
+static void test_cancels_in_a_staged_slot_give_room_back(void **state)
+{
+    (void)state;
+    tw_wheel *w = new_wheel(0);
+    uint64_t seed = 21, bytes;
+    const int head = 300, tail = 3000, kept = 10;
+    book_reset();
+    for (int i = 0; i < head + tail; i++)
+        arm(w, i, span(2) + rng_next(&seed) % span(2), 0);
+    assert_int_equal(at_level(w, 2), (uint64_t)(head + tail));
+    bytes = get_stats(w).bytes;
+    for (int i = head; i < head + tail - kept; i++) {
+        assert_int_equal(tw_cancel(w, book.id[i]), 1);
+        book.pending[i] = 0;
+    }
+    CHECK(w);
+    for (int i = head + tail; i < head + 2 * tail - kept; i++)
+        arm(w, i, 1 + rng_next(&seed) % (4 * span(1)), 0);
+    if (get_stats(w).bytes != bytes)
+        fail_msg("%llu bytes after cancelling %d timers and adding as many, %llu before",
+                 (unsigned long long)get_stats(w).bytes, tail - kept,
+                 (unsigned long long)bytes);
+    CHECK(w);
+    assert_int_equal(tw_advance(w, 2 * span(2)), head + tail);
+    expect_clean((uint64_t)(head + tail));
+    CHECK(w);
+    drop(w);
+}
+
+/* ---- the walk stops at every deadline ------------------------------------ */
+
+/* next_event stops a walk at each level slot's deadline, and the staging
+ * runs at every stop: so a jump past a deadline leaves every level as a
+ * jump to the deadline and a step on from there does. (A walk that did not
+ * stop would still fire right, since a slot left past its start is drained
+ * there; only the shares of the slots above, which round up at every stop,
+ * tell.) One timer in `level`'s next slot sets the deadline; 100 in the
+ * next slot of the level above are being staged meanwhile. */
+static void test_walk_stops_at_deadlines(void **state)
+{
+    (void)state;
+    for (int level = 1; level < 3; level++) {
+        uint64_t deadline = span(level) - lead(level);
+        struct tw_stats a, b;
+        tw_wheel *one = new_wheel(0), *two = new_wheel(0);
+        book_reset();
+        for (int k = 0; k < 2; k++) {
+            tw_wheel *w = k ? two : one;
+            uint64_t seed = 5;
+            arm(w, 0, span(level) + 100, 0);
+            for (int i = 1; i <= 100; i++)
+                arm(w, i, span(level + 1) + rng_next(&seed) % span(level + 1), 0);
+            assert_int_equal(at_level(w, level), 1);
+            assert_int_equal(at_level(w, level + 1), 100);
+        }
+        assert_int_equal(tw_advance(one, deadline + 1), 0);
+        assert_int_equal(tw_advance(two, deadline), 0);
+        assert_int_equal(tw_advance(two, 1), 0);
+        a = get_stats(one);
+        b = get_stats(two);
+        for (int l = 0; l < 4; l++)
+            if (a.pending_level[l] != b.pending_level[l])
+                fail_msg("past level %d's deadline: %llu timers at level %d after one "
+                         "jump, %llu after stopping at the deadline",
+                         level, (unsigned long long)a.pending_level[l], l,
+                         (unsigned long long)b.pending_level[l]);
+        assert_int_equal(a.pending_near, b.pending_near);
+        assert_int_equal(a.cascaded, b.cascaded);
+        CHECK(one);
+        CHECK(two);
+        drop(one);
+        drop(two);
+    }
+}
+
 /* ---- destroy mid-staging ------------------------------------------------- */
 
 static void test_destroy_mid_staging(void **state)
@@ -456,9 +594,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_share_per_tick),
+        T(test_share_counts_stale_entries),
         T(test_order_of_one_tick),
         T(test_jumps_mid_staging),
         T(test_next_expiry_while_staging),
+        T(test_cancels_in_a_staged_slot_give_room_back),
+        T(test_walk_stops_at_deadlines),
         T(test_destroy_mid_staging),
         T(test_destroy_with_hooks_cancelling),
         T(test_check_rejects_misplaced),
