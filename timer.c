@@ -1329,7 +1329,9 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
  * Deadlines: level 0 must be done as its span starts (near dispatches it);
  * level l >= 1 one level-(l-1) slot span earlier, when the level below
  * starts staging the first slot it fed. next_event stops the driver at each
- * deadline, so a walk never passes one with the work undone. A timer filed
+ * deadline, so a jump does each slot's moves at the ticks ticking one by one
+ * would (a slot left past its deadline is still emptied as its span starts,
+ * before anything in it is due: the stops keep the shares, not exactness). A timer filed
  * after its slot's deadline (adds go by skynet's rule) waits for the next
  * tick, and is moved then: that work is bounded by the adds since.
  *
