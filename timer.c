@@ -854,11 +854,11 @@ static unsigned level_ring(unsigned level)
     return level == LEVELS - 1 ? LEVEL_SIZE : LEVEL_SLOTS;
 }
 
-/* Moves up to `budget` entries, live or stale, off the head of a level
- * slot, each live one to the tail of its slot one level down. A block's
- * entries are read as a run and the queue's counts settled once per run
- * (before the moves, so the reserve of blocks holds: see reserve_entries);
- * a block goes back to the pool once passed. */
+/* Moves the live entries at offsets offset..end-1 of block `block` of
+ * level slot `list` to the tails of their slots below (`below`, and the
+ * bits `shift` and `mask` of their tick that pick the slot there); returns
+ * how many. Inlined by force so the constants of a move into near drop
+ * the level upkeep. */
 static HOT_INLINE uint64_t move_run(tw_wheel *w, unsigned list, const struct block *b,
                                     uint32_t block, unsigned offset, unsigned end,
                                     unsigned below, unsigned shift, unsigned mask)
@@ -877,6 +877,11 @@ static HOT_INLINE uint64_t move_run(tw_wheel *w, unsigned list, const struct blo
     return moved;
 }
 
+/* Moves up to `budget` entries, live or stale, off the head of a level
+ * slot, each live one to the tail of its slot one level down. A block's
+ * entries are read as a run and the queue's counts settled once per run
+ * (before the moves, so the reserve of blocks holds: see reserve_entries);
+ * a block goes back to the pool once passed. */
 static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t budget)
 {
     struct queue *q = &w->queues[list];
@@ -1331,9 +1336,10 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
  * starts staging the first slot it fed. next_event stops the driver at each
  * deadline, so a jump does each slot's moves at the ticks ticking one by one
  * would (a slot left past its deadline is still emptied as its span starts,
- * before anything in it is due: the stops keep the shares, not exactness). A timer filed
- * after its slot's deadline (adds go by skynet's rule) waits for the next
- * tick, and is moved then: that work is bounded by the adds since.
+ * before anything in it is due: the stops keep the shares, not exactness).
+ * A timer filed after its slot's deadline (adds go by skynet's rule) waits
+ * for the next tick, and is moved then: that work is bounded by the adds
+ * since.
  *
  * Order: a slot is read from its head and appended to the tails below, and
  * adds and reschedules go to the highest level that can hold their tick,
