@@ -923,17 +923,18 @@ static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t b
     w->cascaded += moved;
 }
 
-/* Whether `list` is a level slot that staging is moving down now: the one
- * after the slot time is in. */
+/* The slot of `level` that staging is moving down now: the one after the
+ * slot time is in. */
+static unsigned staged_slot(const tw_wheel *w, unsigned level)
+{
+    return level_list(level) +
+           (((unsigned)(w->now >> level_shift(level)) + 1) & (level_ring(level) - 1));
+}
+
 static int staging_now(const tw_wheel *w, unsigned list)
 {
-    unsigned level, size;
-    if (list < LIST_LEVEL0 || list >= LIST_SLOTS)
-        return 0;
-    level = (list - LIST_LEVEL0) / LEVEL_SLOTS;
-    size = level_ring(level);
-    return list - level_list(level) ==
-           (((unsigned)(w->now >> level_shift(level)) + 1) & (size - 1));
+    return list >= LIST_LEVEL0 && list < LIST_SLOTS &&
+           list == staged_slot(w, (list - LIST_LEVEL0) / LEVEL_SLOTS);
 }
 
 /* A queue that has just lost a live entry: compacts it a step when its
@@ -1374,7 +1375,7 @@ static void stage(tw_wheel *w)
         uint64_t current = w->now >> shift, start = (current + 1) << shift;
         uint64_t deadline = start - stage_lead(level), from, budget;
         unsigned here = level_list(level) + ((unsigned)current & (size - 1));
-        unsigned next = level_list(level) + ((unsigned)(current + 1) & (size - 1));
+        unsigned next = staged_slot(w, level);
         struct queue *q = &w->queues[next];
         if (!level_occupied(w, level))
             continue;
