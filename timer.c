@@ -144,19 +144,35 @@ enum node_state {
                         or its release hook is running; freed right after */
 };
 
-/* 40 bytes on LP64; with its 4-byte queue entry, the whole per-timer cost. */
+/* 32 bytes on LP64, in chunks aligned so that a node never straddles two
+ * cache lines: a cancel or reschedule touches one line of its own. With
+ * its 4-byte interval (beside the chunk's nodes, read only for periodic
+ * timers) and its 4-byte queue entry, the whole per-timer cost. */
 struct node {
-    uint32_t next;        /* free list link */
+    uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain;
+                             on the free list, the next free node instead */
     uint32_t position;    /* its live queue entry, or NO_POSITION */
-    uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain */
-    uint32_t generation;  /* bumped on free; the high half of the id */
-    uint32_t interval;    /* 0 for one-shots */
+    uint32_t generation;  /* bumped on free, the high half of the id (low 31
+                             bits); PERIODIC: the timer has an interval */
     uint16_t list;        /* which list holds it (see DUE_FLAG), or LIST_NONE */
     uint8_t state;        /* enum node_state */
     uint8_t release;      /* index into tw_wheel.releases, 0 for none */
     tw_callback *callback;
     void *user_data;
 };
+
+/* a node is half a cache line where pointers are 8 bytes */
+typedef char node_fills_half_a_line[sizeof(void *) != 8 || sizeof(struct node) == 32 ? 1 : -1];
+
+/* CHUNK_NODES nodes, then their intervals (0 for one-shots). */
+struct node_chunk {
+    struct node *nodes;  /* aligned to 64 inside `memory` */
+    uint32_t *intervals; /* right after the nodes */
+    void *memory;        /* as the allocator gave it */
+};
+
+#define PERIODIC 0x80000000u
+#define GENERATION_MASK 0x7fffffffu
 
 struct block {
     uint32_t next; /* next block of its queue or of the free list, or NIL */
@@ -213,7 +229,7 @@ struct tw_wheel {
     uint64_t staged_tick; /* `now` when the staging last ran */
 
     /* pool */
-    struct node **chunks;
+    struct node_chunk *chunks;
     uint32_t chunk_count, chunk_capacity;
     uint32_t used;      /* indices below this have been handed out once */
     uint32_t free_head; /* LIFO: a reused node is still warm in cache */
@@ -334,9 +350,9 @@ static int highest_bit(uint32_t x) /* x != 0 */
 
 /* ==== pool ==============================================================
  * Nodes come from chunks of 1024 that never move, so a node pointer stays
- * valid while the lock is dropped. A node's generation is bumped on every
- * free; a node whose generation would wrap is retired instead of reused, so
- * an id (index, generation) is never handed out twice. */
+ * valid while the lock is dropped. A node's generation (31 bits) is bumped
+ * on every free; a node whose generation would wrap is retired instead of
+ * reused, so an id (index, generation) is never handed out twice. */
 
 static void *wheel_alloc(tw_wheel *w, void *pointer, size_t size)
 {
@@ -355,7 +371,32 @@ static void *libc_realloc(void *pointer, size_t size, void *context)
 
 static struct node *node_at(const tw_wheel *w, uint32_t index)
 {
-    return &w->chunks[index >> CHUNK_BITS][index & (CHUNK_NODES - 1)];
+    return &w->chunks[index >> CHUNK_BITS].nodes[index & (CHUNK_NODES - 1)];
+}
+
+static uint32_t generation_of(const struct node *n)
+{
+    return n->generation & GENERATION_MASK;
+}
+
+static int is_periodic(const struct node *n)
+{
+    return (n->generation & PERIODIC) != 0;
+}
+
+static uint32_t interval_of(const tw_wheel *w, uint32_t index)
+{
+    return w->chunks[index >> CHUNK_BITS].intervals[index & (CHUNK_NODES - 1)];
+}
+
+/* One-shots leave the interval array alone: it is read only for timers
+ * marked PERIODIC, so an add writes one line, its node's. */
+static void set_interval(const tw_wheel *w, uint32_t index, struct node *n,
+                         uint32_t interval)
+{
+    if (interval)
+        w->chunks[index >> CHUNK_BITS].intervals[index & (CHUNK_NODES - 1)] = interval;
+    n->generation = generation_of(n) | (interval ? PERIODIC : 0);
 }
 
 static tw_id make_id(uint32_t index, uint32_t generation)
@@ -373,7 +414,7 @@ static struct node *node_of(const tw_wheel *w, tw_id id, uint32_t *index_out)
     if (generation == 0 || index >= w->used)
         return NULL;
     n = node_at(w, index);
-    if (n->generation != generation || n->state == NODE_FREE)
+    if (generation_of(n) != generation || n->state == NODE_FREE)
         return NULL;
     *index_out = index;
     return n;
@@ -397,21 +438,26 @@ static void *grow_table(tw_wheel *w, void *table, uint32_t *capacity,
 
 static COLD int grow_pool(tw_wheel *w)
 {
-    struct node *chunk;
+    size_t size = CHUNK_NODES * (sizeof(struct node) + sizeof(uint32_t)) + 63;
+    struct node_chunk *chunk;
+    unsigned char *memory;
     if (w->chunk_count == MAX_CHUNKS)
         return ENOMEM;
     if (w->chunk_count == w->chunk_capacity) {
-        struct node **table = grow_table(w, w->chunks, &w->chunk_capacity, 8,
-                                         MAX_CHUNKS, sizeof *table);
+        struct node_chunk *table = grow_table(w, w->chunks, &w->chunk_capacity, 8,
+                                              MAX_CHUNKS, sizeof *table);
         if (!table)
             return ENOMEM;
         w->chunks = table;
     }
-    chunk = wheel_alloc(w, NULL, CHUNK_NODES * sizeof *chunk);
-    if (!chunk)
+    memory = wheel_alloc(w, NULL, size);
+    if (!memory)
         return ENOMEM;
-    w->bytes += CHUNK_NODES * sizeof *chunk;
-    w->chunks[w->chunk_count++] = chunk;
+    w->bytes += size;
+    chunk = &w->chunks[w->chunk_count++];
+    chunk->memory = memory;
+    chunk->nodes = (struct node *)(void *)(memory + (-(uintptr_t)memory & 63));
+    chunk->intervals = (uint32_t *)(void *)(chunk->nodes + CHUNK_NODES);
     return 0;
 }
 
@@ -421,7 +467,7 @@ static HOT_INLINE uint32_t node_alloc(tw_wheel *w)
     uint32_t index;
     if (w->free_head != NIL) {
         index = w->free_head;
-        w->free_head = node_at(w, index)->next;
+        w->free_head = node_at(w, index)->expire; /* the free-list link */
         w->free_count--;
         return index;
     }
@@ -438,9 +484,10 @@ static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
     n->list = LIST_NONE;
     n->callback = NULL;
     n->user_data = NULL;
-    if (++n->generation == 0)
-        return; /* retired: 2^32 - 1 timers have used this node */
-    n->next = w->free_head;
+    n->generation = (n->generation + 1) & GENERATION_MASK; /* and one-shot */
+    if (n->generation == 0)
+        return; /* retired: 2^31 - 1 timers have used this node */
+    n->expire = w->free_head; /* a free node's expire links the free list */
     w->free_head = index;
     w->free_count++;
 }
@@ -1312,12 +1359,12 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     n = node_at(w, index);
     n->callback = callback;
     n->user_data = user_data;
-    n->interval = (uint32_t)interval;
+    set_interval(w, index, n, (uint32_t)interval);
     n->release = (uint8_t)release_slot;
     schedule_call(w, index, n, due, delay);
     w->live++;
     w->added++;
-    id = make_id(index, n->generation); /* before unlocking: it may fire at once */
+    id = make_id(index, generation_of(n)); /* before unlocking: it may fire at once */
     unlock(w);
     return id;
 }
@@ -1488,10 +1535,10 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
     prefetch_queue(w, list);
     while ((index = pop_live(w, list, &due)) != NIL) {
         struct node *n = node_at(w, index);
-        uint32_t generation = n->generation;
+        uint32_t generation = generation_of(n);
         tw_callback *callback = n->callback;
         void *user_data = n->user_data;
-        if (!n->interval)
+        if (!is_periodic(n))
             w->live--; /* a one-shot's id dies as its callback starts */
         w->running = index;
         w->running_due = due;
@@ -1500,10 +1547,10 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         callback(w, make_id(index, generation), user_data);
         acquire(w, 1);
         ran++; /* n is still the node: chunks never move */
-        if (n->state == NODE_DETACHED && n->interval && !w->destroying) {
+        if (n->state == NODE_DETACHED && is_periodic(n) && !w->destroying) {
             /* A periodic timer nobody touched while it ran: fixed rate, so
              * the next firing counts from when this one was due. */
-            uint64_t next = due + n->interval;
+            uint64_t next = due + interval_of(w, index);
             if (next <= w->now)
                 link_due(w, list, index, next); /* catching up, in order */
             else
@@ -1511,7 +1558,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         } else if (n->state != NODE_LINKED) {
             /* one-shot done, cancelled meanwhile, or a periodic timer whose
              * callback destroyed the wheel (nothing re-arms then) */
-            if (n->state == NODE_DETACHED && n->interval)
+            if (n->state == NODE_DETACHED && is_periodic(n))
                 w->live--;
             if (!n->release)
                 node_free(w, n, index);
@@ -1692,8 +1739,8 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
     if (w->running != NIL) {
         /* a periodic timer re-arms when its running callback returns */
         const struct node *n = node_at(w, w->running);
-        if (n->state == NODE_DETACHED && n->interval) {
-            uint64_t next = w->running_due + n->interval;
+        if (n->state == NODE_DETACHED && is_periodic(n)) {
+            uint64_t next = w->running_due + interval_of(w, w->running);
             uint64_t until = next > w->now ? next - w->now : 0;
             if (until < step)
                 step = until;
@@ -2152,7 +2199,7 @@ static void teardown(tw_wheel *w)
     wait_until_alone(w); /* hooks of cancels made meanwhile by others */
     unlock(w);
     while (w->chunk_count)
-        wheel_alloc(w, w->chunks[--w->chunk_count], 0);
+        wheel_alloc(w, w->chunks[--w->chunk_count].memory, 0);
     wheel_alloc(w, w->chunks, 0);
     while (w->block_chunk_count)
         wheel_alloc(w, w->block_chunks[--w->block_chunk_count].memory, 0);
@@ -2302,7 +2349,7 @@ static COLD int cancel_rest(tw_wheel *w, struct node *n, uint32_t index)
             return 1;
         }
         n->state = NODE_CANCELLED; /* rescheduled while running: settle later */
-    } else if (n && n->state == NODE_DETACHED && n->interval) {
+    } else if (n && n->state == NODE_DETACHED && is_periodic(n)) {
         n->state = NODE_CANCELLED;
         w->live--;
         w->cancelled++;
@@ -2313,8 +2360,8 @@ static COLD int cancel_rest(tw_wheel *w, struct node *n, uint32_t index)
      * the lock: a waiter that keeps retaking the lock can keep the driver
      * from ever finishing the callback on a busy machine. */
     if (n && w->lock_kind != TW_LOCK_NONE && !on_driver_thread(w)) {
-        uint32_t generation = n->generation;
-        while (w->running == index && node_at(w, index)->generation == generation) {
+        uint32_t generation = generation_of(n);
+        while (w->running == index && generation_of(node_at(w, index)) == generation) {
             unsigned seen = spin_load(&w->callbacks_done);
             w->cancel_waiters++;
             unlock(w);
@@ -2363,7 +2410,7 @@ static int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
     lock(w);
     n = node_of(w, id, &index);
     if (!n || w->destroying ||
-        !(n->state == NODE_LINKED || (n->state == NODE_DETACHED && n->interval))) {
+        !(n->state == NODE_LINKED || (n->state == NODE_DETACHED && is_periodic(n)))) {
         unlock(w);
         return 0;
     }
@@ -2382,7 +2429,7 @@ static int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
      * again below, so run_batch leaves it alone; its id dies when it next
      * starts, as any one-shot's. */
     if (interval != KEEP_INTERVAL)
-        n->interval = (uint32_t)interval;
+        set_interval(w, index, n, (uint32_t)interval);
     schedule_call(w, index, n, due, delay);
     w->rescheduled++;
     unlock(w);
@@ -2411,8 +2458,8 @@ static uint64_t remaining_locked(const tw_wheel *w, tw_id id)
     } else if (n && n->state == NODE_LINKED) {
         uint64_t due = due_tick(w, n);
         result = due > w->now ? due - w->now : 0;
-    } else if (n && n->state == NODE_DETACHED && n->interval) {
-        uint64_t next = w->running_due + n->interval;
+    } else if (n && n->state == NODE_DETACHED && is_periodic(n)) {
+        uint64_t next = w->running_due + interval_of(w, index);
         result = next > w->now ? next - w->now : 0;
     }
     return result;
@@ -2889,7 +2936,7 @@ static int consistent(const tw_wheel *w)
     live = linked;
     if (w->running != NIL) {
         const struct node *n = node_at(w, w->running);
-        if (n->state == NODE_DETACHED && n->interval)
+        if (n->state == NODE_DETACHED && is_periodic(n))
             live++;
     }
     if (live != w->live || entries != w->entries)
@@ -2901,7 +2948,7 @@ static int consistent(const tw_wheel *w)
     if (blocks + free_blocks != block_count(w) ||
         (w->entries && block_count(w) < blocks_needed(w->entries)))
         return 0;
-    for (index = w->free_head; index != NIL; index = node_at(w, index)->next) {
+    for (index = w->free_head; index != NIL; index = node_at(w, index)->expire) {
         if (index >= w->used || ++free_nodes > w->free_count ||
             node_at(w, index)->state != NODE_FREE)
             return 0;
