@@ -187,9 +187,9 @@ void print_targets(const options &opt)
         if (t.versus) {
             if (!median_of(t.versus, nn, t.workload, &b) || b <= 0)
                 continue;
-            std::printf("  %-46s %8.3fx  %s\n", t.text, a / b, a / b <= t.limit ? "met" : "MISSED");
+            std::printf("  %-47s %8.3fx  %s\n", t.text, a / b, a / b <= t.limit ? "met" : "MISSED");
         } else {
-            std::printf("  %-46s %8s   %s\n", t.text, fmt_v(a).c_str(), a <= t.limit ? "met" : "MISSED");
+            std::printf("  %-47s %8s   %s\n", t.text, fmt_v(a).c_str(), a <= t.limit ? "met" : "MISSED");
         }
     }
 }
