@@ -3,25 +3,29 @@
 // while the clock runs).
 //
 // N sessions, each with one timer, set up untimed at random delays in
-// [1, IDLE_TIMEOUT] (the spread a running server has). Then each step is one
-// packet on a session drawn uniformly at random, and the clock advances one
-// tick every N/1000 steps (advance(1), firing what is due), so a session
-// hears from its client about every 1000 ticks. The packet does what the
-// session's state asks:
+// [1, IDLE_TIMEOUT] (every slot up to 30 000 ticks out holds timers from the
+// start). Then each step is one packet on a session drawn uniformly at
+// random, and the clock advances one tick every N/1000 steps (advance(1),
+// firing what is due), so a session hears from its client about every 1000
+// ticks. The packet does what the session's state asks:
 //   talking  reschedule its timer to now + IDLE_TIMEOUT;
 //   silent   nothing: the packet is dropped. A tenth of the sessions are
 //            silent (exactly N/10 at the start), so timers keep firing;
 //   closed   its timer fired (fire() zeroes the state: the session was
 //            kicked): reopen it, adding a new timer at now + IDLE_TIMEOUT,
 //            silent again with probability 1/10.
+// In the first few thousand ticks talking sessions fire too: those whose
+// setup delay runs out before their first packet (about 1000 / 30 000 of
+// them).
 // Every draw comes from one fixed-seed PRNG, one value per step, whatever
 // the step does, so every structure sees the same packets; what differs
 // between them could only be the firings, which the cross-check holds equal.
 //
-// The run lasts IDLE_RUN_TICKS ticks: a timer 30 000 ticks out sits in a wheel's
-// second level (slots of 16 384 ticks), whose slots come due at multiples of
-// 16 384; the run crosses two of them (16 384 and 32 768). The figure is the
-// whole run's time over its steps, ticks and firings included.
+// The run lasts IDLE_RUN_TICKS ticks: in a skynet-shaped wheel (twheel,
+// skynet) a timer 30 000 ticks out sits in t[1], whose slots of 16 384 ticks
+// come due at multiples of 16 384; the run crosses two of them (16 384 and
+// 32 768). The figure is the whole run's time over its steps, ticks and
+// firings included.
 //
 // `--count idle_setup` / `idle_timeout` (workload_counts.hpp) run the setup
 // and then IDLE_COUNTED_STEPS steps untimed, for cachegrind.
