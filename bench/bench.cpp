@@ -43,7 +43,8 @@ void usage(FILE *f)
         "usage: twheel_bench [--quick] [--csv PATH] [--n N,N,...] [--reps K]\n"
         "                    [--only NAME,...] [--no-contended] [--no-idle]\n"
         "                    [--contended-only] [--no-facade] [--facade-only]\n"
-        "                    [--no-tick] [--tick-only] [--hog K,K,...]\n"
+        "                    [--no-tick] [--tick-only] [--no-idle-timeout]\n"
+        "                    [--idle-timeout-only] [--hog K,K,...]\n"
         "                    [--count STAGE] [--list]\n"
         "  --quick          N = 10k and 1M, fewer repetitions (about 2 min on 2 cores)\n"
         "  --csv PATH       CSV output (default: results.csv beside the program)\n"
@@ -66,12 +67,15 @@ void usage(FILE *f)
         "  --facade-only    only the C++ facade against the C API (aged wheel)\n"
         "  --tick-only      only the tick latency (every advance(1) timed; --quick:\n"
         "                   the far timers only)\n"
+        "  --idle-timeout-only  only the session idle timeouts (each packet\n"
+        "                   reschedules its session's timer; about 2 min at 1M)\n"
         "  --hog LIST       busy processes beside the contended runs, one run\n"
         "                   per entry (default 0,2,4; 0 = quiet)\n"
         "  --count STAGE    run the workloads untimed up to STAGE and exit (one\n"
         "                   --n, one --only); for bench/cachegrind.sh. STAGE\n"
         "                   tick:K (tick_uniform:K): the tick latency drive of\n"
-        "                   the far (uniform) timers up to tick K\n"
+        "                   the far (uniform) timers up to tick K; idle_setup,\n"
+        "                   idle_timeout: the idle timeout's setup, its steps\n"
         "  --list           print the structures' names, comma-separated, and exit\n");
 }
 
@@ -135,15 +139,19 @@ options parse_options(int argc, char **argv)
         else if (a == "--no-facade")
             opt.facade = false;
         else if (a == "--facade-only")
-            opt.single = opt.idle = opt.contended = opt.tick = false;
+            opt.single = opt.idle = opt.contended = opt.tick = opt.idle_timeout = false;
         else if (a == "--no-tick")
             opt.tick = false;
         else if (a == "--tick-only")
-            opt.single = opt.idle = opt.contended = opt.facade = false;
+            opt.single = opt.idle = opt.contended = opt.facade = opt.idle_timeout = false;
+        else if (a == "--no-idle-timeout")
+            opt.idle_timeout = false;
+        else if (a == "--idle-timeout-only")
+            opt.single = opt.idle = opt.contended = opt.facade = opt.tick = false;
         else if (a == "--count")
             opt.count = value(); // checked by the counts workload
         else if (a == "--contended-only")
-            opt.single = opt.idle = opt.facade = opt.tick = false;
+            opt.single = opt.idle = opt.facade = opt.tick = opt.idle_timeout = false;
         else if (a == "--hog") {
             opt.hogs.clear();
             for (auto &x : split(value())) {
@@ -298,7 +306,7 @@ int main(int argc, char **argv)
         if (W::enabled(opt))
             W::report(opt, structs);
     });
-    if (opt.single)
+    if (opt.single || opt.idle_timeout)
         print_targets(opt);
     write_csv(opt.csv);
     std::printf("checksum %016" PRIx64 " (ignore; keeps the work observable)\n",

@@ -6,7 +6,8 @@
 # structures get one more row, add_clock (add on a TW_DRIVE_CLOCK wheel):
 # valgrind hides the vDSO, so its clock_gettime is a system call whose
 # kernel side is not counted; against add, it shows twheel's code around
-# the read, not the read (see bench/README.md).
+# the read, not the read (see bench/README.md). The idle_timeout row is per
+# step of the idle timeout workload: 2M packets after its setup.
 #
 #   bench/cachegrind.sh BUILD_DIR [N] [STRUCTURE,...]
 #   bench/cachegrind.sh --tick BUILD_DIR N K [STRUCTURE] [far|uniform]
@@ -43,9 +44,12 @@ bench=$build/bench/twheel_bench
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
 
 stages=(start add next_expiry cancel reschedule expire far_setup far_next_expiry far_churn churn_next_expiry hb_setup heartbeat)
-reported=(add next_expiry cancel reschedule expire far_next_expiry churn_next_expiry heartbeat add_clock)
+reported=(add next_expiry cancel reschedule expire far_next_expiry churn_next_expiry heartbeat add_clock idle_timeout)
 # twheel only: add once more on a TW_DRIVE_CLOCK wheel (a clock read per add)
 clock_stages=(clock_setup add_clock)
+# the idle timeout: its setup, then a fixed number of steps (per step); these
+# two runs start afresh, not after the stages above
+idle_stages=(idle_setup idle_timeout)
 work=$(mktemp -d "${TMPDIR:-/tmp}/twheel-cachegrind-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -93,6 +97,7 @@ for s in ${structures//,/ }; do
     declare -A ir=() miss=() ops=()
     mine=("${stages[@]}")
     if [[ $s == twheel* ]]; then mine+=("${clock_stages[@]}"); fi
+    mine+=("${idle_stages[@]}")
     for stage in "${mine[@]}"; do
         read -r o i m < <(measure "$s" "$stage")
         ops[$stage]=$o ir[$stage]=$i miss[$stage]=$m

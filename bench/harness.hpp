@@ -83,6 +83,7 @@ struct options {
     bool idle = true;
     bool facade = true; // the C++ facade against the C API
     bool tick = true;   // tick latency: the time of every single advance(1)
+    bool idle_timeout = true; // session idle timeouts (workload_idle_timeout.hpp)
     std::string count; // --count STAGE: untimed, for cachegrind
     size_t hb_cap = 0;           // heartbeat ops per run (cap)
     double contended_seconds = 0; // per contended measurement

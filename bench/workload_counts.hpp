@@ -5,6 +5,9 @@
 // of a run) counts the whole process, so bench/cachegrind.sh runs each prefix
 // and takes differences: the events of one stage, divided by its operations.
 // `--count tick:K` does the same for one tick of the tick latency drive.
+// The idle timeout's stages (idle_setup, idle_timeout) run on their own: the
+// setup, then a fixed number of steps (workload_idle_timeout.hpp); running
+// every stage above before them would only make their two runs longer.
 // Instruction counts and simulated cache misses do not move with the
 // machine's noise.
 #ifndef BENCH_WORKLOAD_COUNTS_HPP
@@ -21,6 +24,7 @@
 
 #include "workload.hpp"
 #include "workload_far.hpp"
+#include "workload_idle_timeout.hpp"
 #include "workload_rows.hpp"
 #include "workload_tick.hpp"
 
@@ -29,7 +33,8 @@ namespace bench {
 inline const char *const count_stages[] = {"start", "add", "next_expiry", "cancel",
                                            "reschedule", "expire", "far_setup",
                                            "far_next_expiry", "far_churn", "churn_next_expiry",
-                                           "hb_setup", "heartbeat", "clock_setup", "add_clock"};
+                                           "hb_setup", "heartbeat", "clock_setup", "add_clock",
+                                           "idle_setup", "idle_timeout"};
 constexpr int COUNTED_QUERIES = 10000;
 // far-away next-expiry calls: enough that a run's layout noise (a few
 // hundred misses) vanishes per call; a structure whose call scans (skynet's
@@ -166,6 +171,8 @@ struct counts {
                 return;
             if (ticks)
                 tick_count(s, tick_input, opt.ns[0], tick);
+            if (opt.count == "idle_setup" || opt.count == "idle_timeout")
+                idle_timeout_count(s, opt.ns[0], opt.count);
             count_run(s, make_data(opt.ns[0]), opt.count);
         });
         die("--count: no structure named '%s'", opt.only[0].c_str());

@@ -10,6 +10,7 @@
 #include "workload_facade.hpp"
 #include "workload_far.hpp"
 #include "workload_idle.hpp"
+#include "workload_idle_timeout.hpp"
 #include "workload_rows.hpp"
 #include "workload_tick.hpp"
 
@@ -19,7 +20,7 @@ namespace bench {
 // their tables. Adding a workload: its workload_NAME.hpp, included above and
 // named here.
 using workloads = std::tuple<single_rows, far_timers, clock_driven, idle_catch_up, tick_latency,
-                             contended, facade_rows, counts>;
+                             idle_timeout, contended, facade_rows, counts>;
 
 // f(W{}) for every workload W of the list, in its order.
 template <class F> void for_each_workload(F &&f)
