@@ -164,11 +164,10 @@ struct node {
 /* a node is half a cache line where pointers are 8 bytes */
 typedef char node_fills_half_a_line[sizeof(void *) != 8 || sizeof(struct node) == 32 ? 1 : -1];
 
-/* CHUNK_NODES nodes, then their intervals (0 for one-shots). */
+/* CHUNK_NODES nodes, then their intervals (see interval_at). */
 struct node_chunk {
-    struct node *nodes;  /* aligned to 64 inside `memory` */
-    uint32_t *intervals; /* right after the nodes */
-    void *memory;        /* as the allocator gave it */
+    struct node *nodes; /* aligned to 64 inside `memory` */
+    void *memory;       /* as the allocator gave it */
 };
 
 #define PERIODIC 0x80000000u
@@ -384,9 +383,17 @@ static int is_periodic(const struct node *n)
     return (n->generation & PERIODIC) != 0;
 }
 
+/* A node's interval, in the array that follows its chunk's nodes; only
+ * meaningful for a node marked PERIODIC. */
+static uint32_t *interval_at(const tw_wheel *w, uint32_t index)
+{
+    uint32_t *intervals = (uint32_t *)(void *)(w->chunks[index >> CHUNK_BITS].nodes + CHUNK_NODES);
+    return &intervals[index & (CHUNK_NODES - 1)];
+}
+
 static uint32_t interval_of(const tw_wheel *w, uint32_t index)
 {
-    return w->chunks[index >> CHUNK_BITS].intervals[index & (CHUNK_NODES - 1)];
+    return *interval_at(w, index);
 }
 
 /* One-shots leave the interval array alone: it is read only for timers
@@ -395,7 +402,7 @@ static void set_interval(const tw_wheel *w, uint32_t index, struct node *n,
                          uint32_t interval)
 {
     if (interval)
-        w->chunks[index >> CHUNK_BITS].intervals[index & (CHUNK_NODES - 1)] = interval;
+        *interval_at(w, index) = interval;
     n->generation = generation_of(n) | (interval ? PERIODIC : 0);
 }
 
@@ -457,7 +464,6 @@ static COLD int grow_pool(tw_wheel *w)
     chunk = &w->chunks[w->chunk_count++];
     chunk->memory = memory;
     chunk->nodes = (struct node *)(void *)(memory + (-(uintptr_t)memory & 63));
-    chunk->intervals = (uint32_t *)(void *)(chunk->nodes + CHUNK_NODES);
     return 0;
 }
 
