@@ -1,10 +1,15 @@
 /*
  * twheel: hierarchical timing wheel. See timer.h for the contract.
  *
- * Sections, in the order data flows:
- *   geometry and types -> pool -> slots and bitmaps -> add -> staging ->
- *   dispatch -> driver -> locking -> API (lifetime, timers, inspection,
- *   timer thread, function table).
+ * Sections, in the order data flows; each uses only those above it:
+ *   geometry and types -> lock -> pool -> slots and bitmaps -> clock ->
+ *   add -> staging -> next expiry -> lifetime -> dispatch -> driver ->
+ *   timer thread -> API (wheels, timers, driving, inspection) -> checker
+ *   -> function table.
+ * Four parts keep their own state behind a few functions: the lock (its
+ * words), the clock (readings, the reference point, the drive mode), the
+ * slots (queues, blocks, bitmaps), and lifetime (release hooks, destroy,
+ * the timer thread).
  *
  * This file needs only libc and pthread and compiles alone as C99 or C11.
  */
@@ -33,7 +38,8 @@
 #endif
 
 /* C11 atomics when the compiler offers them; the GNU builtins (same memory
- * model) keep strict C99 builds working. Only the locks use them. */
+ * model) keep strict C99 builds working. The lock's words use them, and
+ * so does the clock's drive mode, which adds read before taking the lock. */
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L &&              \
     !defined(__STDC_NO_ATOMICS__)
 #include <stdatomic.h>
@@ -139,7 +145,10 @@ typedef unsigned spin_word;
 enum node_state {
     NODE_FREE = 0,   /* on the free list (or retired) */
     NODE_LINKED,     /* placed in a queue: a slot or a due queue */
-    NODE_DETACHED,   /* in no queue: its callback is running */
+    NODE_DETACHED,   /* in no queue: a one-shot whose callback runs (its id
+                        is dead), or a node between unlink and relink */
+    NODE_REARMING,   /* in no queue: a periodic timer whose callback runs,
+                        still live; re-armed when the callback returns */
     NODE_CANCELLED   /* detached and dead: cancelled while its callback ran,
                         or its release hook is running; freed right after */
 };
@@ -200,6 +209,53 @@ struct block_chunk {
 
 enum thread_state { THREAD_IDLE = 0, THREAD_RUNNING, THREAD_STOPPING };
 
+/* One lock per wheel (see the lock section, the only code that touches
+ * these words). */
+struct wheel_lock {
+    int kind;                 /* enum tw_lock_kind */
+    spin_word word;           /* adaptive: LOCK_* bits; spin: 0 or 1 */
+    spin_word driver_waiting; /* the driver waits: spin lock producers stand
+                                 back; the adaptive driver sleeps on it */
+    spin_word driver_claim;   /* a thread drives, or is about to */
+    pthread_mutex_t mutex;    /* TW_LOCK_MUTEX */
+};
+
+/* Where a delay counts from (see the clock section). The first three are
+ * tw_drive_kind's values. */
+enum clock_mode {
+    MODE_AUTO = TW_DRIVE_AUTO,   /* not driven yet: from now, exact */
+    MODE_CLOCK = TW_DRIVE_CLOCK, /* from the clock */
+    MODE_TICKS = TW_DRIVE_TICKS, /* from now; only tw_advance drove it, so
+                                    the clock says nothing of when the next
+                                    tick comes */
+    MODE_TICKS_CLOCKED           /* from now; tw_expire or the timer thread
+                                    has driven it too */
+};
+
+/* The wheel's clock: ticks are counted from a reference point (tick
+ * base_tick began at reading base_us), so remainders carry over. */
+struct wheel_clock {
+    spin_word mode;     /* enum clock_mode. Written under the lock; read
+                           before it by add and reschedule, to know whether
+                           to read the clock */
+    uint32_t tick_us;
+    clockid_t id;
+    tw_clock_fn *fn;    /* or NULL: clock_gettime(id) */
+    void *context;
+    uint64_t base_us, base_tick;
+    uint64_t last_us;   /* the latest reading a call counted from */
+};
+
+/* The drive in progress (tw_advance, tw_expire, the timer thread), on the
+ * driving thread's stack; tw_wheel.drive points to it while it lasts. */
+struct drive {
+    pthread_t thread;
+    uint64_t target;  /* the tick the call walks to */
+    int timer_thread; /* the timer thread drives */
+    int free_wheel;   /* tw_destroy was called on the driving thread: the
+                         wheel is freed as the drive ends */
+};
+
 /* A release hook running with the lock dropped. Frames live on the stacks
  * of the threads running hooks and are chained per wheel (newest first), so
  * tw_destroy can tell that it is called from inside one, and so teardown
@@ -208,6 +264,13 @@ struct hook_frame {
     struct hook_frame *next;
     pthread_t thread;
     int destroy; /* tw_destroy was called in this hook: finish it after */
+};
+
+/* A tw_cancel asleep until the callback running on its timer is settled,
+ * on that thread's stack; `settled` is set under `sleep_mutex`. */
+struct cancel_wait {
+    struct cancel_wait *next;
+    int settled;
 };
 
 struct tw_wheel {
@@ -242,41 +305,18 @@ struct tw_wheel {
     uint64_t entries_supported; /* by the blocks there are */
 
     /* dispatch */
-    unsigned due_list;    /* the due list collecting timers for next time */
-    unsigned dispatching; /* list being dispatched, or LIST_NONE */
+    unsigned due_list;    /* the due queue collecting timers for next time */
     uint32_t running;     /* node whose callback is running, or NIL */
-    uint32_t cancel_waiters; /* tw_cancel calls waiting for that callback */
-    spin_word callbacks_done; /* bumped for them when a callback is settled */
     uint64_t running_due; /* the tick that node was due at */
-    uint64_t drive_target; /* while driving: the tick the call walks to */
-    int driving;      /* inside tw_advance/tw_expire */
-    int timer_thread_driving; /* ... called by the timer thread */
-    int destroying;   /* tw_destroy has begun: nothing is added or fires */
-    int free_after_drive; /* tw_destroy ran on the driver: the driving call
-                             frees the wheel as it returns */
-    pthread_t driver; /* valid while driving */
+    struct cancel_wait *cancel_waits; /* tw_cancel calls waiting for it */
+
+    /* driving and lifetime */
+    struct drive *drive;      /* the drive in progress, or NULL */
+    int destroying;           /* tw_destroy has begun: nothing is added or
+                                 fires */
     struct hook_frame *hooks; /* release hooks running now */
-
-    /* locking */
-    int lock_kind;
-    spin_word locked;
-    spin_word driver_waiting; /* the driver waits: spin lock producers stand
-                                 back; the adaptive driver sleeps on it */
-    spin_word drive_claim; /* held from the start to the end of a drive */
-    pthread_mutex_t mutex;
-
-    /* clock: ticks are counted from (base_us, base_tick) so remainders carry */
-    spin_word drive; /* enum tw_drive_kind; AUTO until the first driving
-                        call. Written under the lock, once; read before it
-                        by add and reschedule, to know whether to read the
-                        clock */
-    int ticks_only; /* decided TICKS and never driven by the clock: the
-                       clock says nothing about when the next tick comes */
-    uint32_t tick_us;
-    clockid_t clock_id;
-    tw_clock_fn *clock_fn;
-    void *clock_context;
-    uint64_t base_us, base_tick, last_clock_us;
+    struct wheel_lock lock;
+    struct wheel_clock clock;
 
     /* allocation */
     tw_realloc_fn *realloc_fn;
@@ -290,11 +330,13 @@ struct tw_wheel {
     void *context;          /* the caller's, from tw_config */
     tw_release *on_destroy; /* told once the wheel is freed */
 
-    /* counters for tw_get_stats */
+    /* counters for tw_get_stats, and what tw_check last found broken */
     uint64_t added, fired, cancelled, rescheduled, cascaded, rebases;
+    const char *broken;
 
-    /* timer thread: `control` serialises start/stop, `sleep_mutex` guards
-     * the state the thread sleeps on */
+    /* timer thread: `control` serialises start/stop; `sleep_mutex` guards
+     * the state threads sleep on (the timer thread between expiries, a
+     * tw_cancel waiting for a callback), and `wake` wakes them */
     pthread_mutex_t control;
     pthread_mutex_t sleep_mutex;
     pthread_cond_t wake;
@@ -312,12 +354,6 @@ struct tw_wheel {
 #define HOT_INLINE inline
 #define COLD
 #endif
-
-static HOT_INLINE void lock(tw_wheel *w);
-static HOT_INLINE void acquire(tw_wheel *w, int driver);
-static HOT_INLINE void unlock(tw_wheel *w);
-static int on_driver_thread(const tw_wheel *w);
-static void end_drive_claim(tw_wheel *w);
 
 static int lowest_bit(uint64_t x) /* x != 0 */
 {
@@ -345,6 +381,325 @@ static int highest_bit(uint32_t x) /* x != 0 */
     }
     return n;
 #endif
+}
+
+/* ==== lock ==============================================================
+ * One lock per wheel, chosen at creation. TW_LOCK_NONE does nothing at all,
+ * not even an atomic operation.
+ *
+ * TW_LOCK_ADAPTIVE (the default) puts a producer that finds the lock taken
+ * to sleep in the kernel at once (a futex on Linux), as glibc's mutex does:
+ * a waiter never burns the time slice that a preempted holder needs, which
+ * is what survives more threads than cores. The driver is served first, to
+ * a bound: it spins a little, then sleeps on its own word, `driver_waiting`,
+ * and an unlock wakes it ahead of any producer. While it waits, producers
+ * may still take a free lock, but at most DRIVER_PASSES of them: a driver
+ * woken but not yet running (on a loaded machine it may wait a time slice
+ * for a core) would otherwise be passed by every producer that runs. After
+ * that many, producers sleep until the driver has had the lock. The lock is
+ * never reserved before then: standing back for a driver that is preempted
+ * leaves the lock idle, and handing it to a thread that is asleep leaves it
+ * idle until that thread gets a core; on a loaded machine either one,
+ * paid on every acquisition, collapses. Paid once per DRIVER_PASSES
+ * producers, it is the price of the bound.
+ *
+ * TW_LOCK_SPIN is test-and-test-and-set: pause, then yield, then nap, with
+ * producers standing back while the driver waits. It is cheapest when
+ * threads never outnumber cores and starves the driver when they do.
+ * TW_LOCK_MUTEX is a pthread mutex: no priority for the driver.
+ *
+ * Its interface: lock_init and lock_destroy; acquire (as the driver or a
+ * producer) and release; and the driver claim, the one guard that keeps a
+ * second thread from driving the wheel: taken before the lock, so that the
+ * lock knows which single thread to serve first. Off Linux, where there is
+ * no futex, park is a short nap: waiting threads poll. */
+
+#define DRIVER_SPINS 64 /* pauses before the driver sleeps */
+#define DRIVER_ASLEEP 1u /* in driver_waiting, for the adaptive lock */
+
+/* The adaptive lock's word, `locked`: */
+#define LOCK_HELD 1u     /* a thread holds the lock */
+#define LOCK_SLEEPERS 2u /* producers may sleep on the word: wake one */
+#define LOCK_DRIVER 4u   /* the driver waits for the lock */
+#define LOCK_PASS 8u     /* times LOCK_PASS: producers that took it since */
+#define DRIVER_PASSES 8u /* producers that may take the lock ahead of it */
+
+/* Test hooks: tests/threads/test_lock_bound.c compiles this file in with
+ * TW_TEST_LOCK_EVENT defined, to watch the adaptive lock; here they are
+ * nothing. */
+#ifndef TW_TEST_LOCK_EVENT
+#define TW_TEST_LOCK_EVENT(lock, what) ((void)0)
+#endif
+enum lock_event {
+    LOCK_EV_PRODUCER_WAITS, /* a producer found the lock taken */
+    LOCK_EV_DRIVER_WAITS,   /* the driver found the lock taken */
+    LOCK_EV_PRODUCER_TOOK,  /* a producer has the lock */
+    LOCK_EV_DRIVER_TOOK,    /* the driver has the lock */
+    LOCK_EV_DRIVER_ASKS,    /* it found it taken and said so: producers
+                               count from here */
+    LOCK_EV_DRIVER_SLEEPS   /* ... spun in vain, about to say it sleeps */
+};
+
+static void cpu_pause(void)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_ia32_pause();
+#elif defined(__GNUC__) && (defined(__aarch64__) || defined(__arm__))
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Sleeps while *word == value (or for a short nap where there is no
+ * futex); wakes up to `count` sleepers. Both are hints: callers re-check. */
+static void park(spin_word *word, unsigned value)
+{
+#if defined(TW_HAVE_FUTEX)
+    syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
+#else
+    struct timespec nap = {0, 20000};
+    (void)word;
+    (void)value;
+    nanosleep(&nap, NULL);
+#endif
+}
+
+static void unpark(spin_word *word, int count)
+{
+#if defined(TW_HAVE_FUTEX)
+    syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+#else
+    (void)word;
+    (void)count;
+#endif
+}
+
+static int spin_try(struct wheel_lock *l)
+{
+    return !spin_load(&l->word) && !spin_exchange_acquire(&l->word, 1u);
+}
+
+/* After a failed first try. The driver raises its flag while it waits. */
+static COLD void spin_wait(struct wheel_lock *l, int driver)
+{
+    unsigned spins = 0;
+    if (driver)
+        spin_store(&l->driver_waiting, 1u);
+    for (;;) {
+        if ((driver || !spin_load(&l->driver_waiting)) && spin_try(l))
+            break;
+        cpu_pause();
+        /* Every 64 pauses give the CPU away: first by yielding; when that
+         * has not helped (the holder is preempted and CFS keeps choosing
+         * us), by a 20 µs nap, so the holder gets a core to finish on. */
+        if (++spins % 64 == 0) {
+            if (spins < 64 * 8) {
+                sched_yield();
+            } else {
+                struct timespec nap = {0, 20000};
+                nanosleep(&nap, NULL);
+            }
+        }
+    }
+    if (driver)
+        spin_store(&l->driver_waiting, 0u);
+}
+
+static int adaptive_try(struct wheel_lock *l, unsigned value)
+{
+    unsigned expected = 0;
+    return spin_claim(&l->word, &expected, value);
+}
+
+/* The driver has been passed DRIVER_PASSES times: the lock is its next. */
+static int driver_due(unsigned word)
+{
+    return (word & LOCK_DRIVER) && word / LOCK_PASS >= DRIVER_PASSES;
+}
+
+/* A producer sleeps as soon as the lock is taken, or is the driver's next.
+ * While the driver waits (LOCK_DRIVER), even a free lock is taken here, not
+ * by the fast path, so that each producer passing the driver is counted. */
+static COLD void adaptive_wait(struct wheel_lock *l)
+{
+    unsigned word = spin_load(&l->word);
+    for (;;) {
+        if (!(word & LOCK_HELD) && !driver_due(word)) {
+            /* with "sleepers": we may have slept, so others may sleep too */
+            unsigned next = word | LOCK_HELD | LOCK_SLEEPERS;
+            if (word & LOCK_DRIVER)
+                next += LOCK_PASS;
+            if (spin_claim(&l->word, &word, next))
+                return;
+        } else if ((word & LOCK_SLEEPERS) ||
+                   spin_claim(&l->word, &word, word | LOCK_SLEEPERS)) {
+            park(&l->word, word | LOCK_SLEEPERS);
+            word = spin_load(&l->word);
+        }
+    }
+}
+
+/* The driver says it waits (LOCK_DRIVER, which also sends producers to the
+ * counting path), spins a little, then sleeps until an unlock wakes it, and
+ * spins again. Dekker's pattern keeps that wake-up from being missed: the
+ * driver says "asleep" and then looks at the lock; an unlock frees the lock
+ * and then looks for a sleeping driver (all sequentially consistent), so at
+ * least one of them sees the other. Once woken it claims the lock with
+ * "sleepers": a producer it was woken instead of may be asleep, and the
+ * driver's own unlock must wake it. Its claim clears LOCK_DRIVER and the
+ * count of producers that passed it. */
+static COLD void adaptive_wait_driver(struct wheel_lock *l)
+{
+    unsigned spins, word = spin_load(&l->word), slept = 0, state;
+    for (;;) {
+        if (word & LOCK_HELD) {
+            if (spin_claim(&l->word, &word, word | LOCK_DRIVER))
+                break;
+        } else if (spin_claim(&l->word, &word, word | LOCK_HELD)) {
+            return; /* freed meanwhile: not a wait */
+        }
+    }
+    TW_TEST_LOCK_EVENT(l, LOCK_EV_DRIVER_ASKS);
+    for (;;) {
+        for (spins = 0; spins < DRIVER_SPINS; spins++) {
+            word = spin_load(&l->word);
+            if (!(word & LOCK_HELD) &&
+                spin_claim(&l->word, &word,
+                           (word & LOCK_SLEEPERS) | slept | LOCK_HELD))
+                return;
+            cpu_pause();
+        }
+        slept = LOCK_SLEEPERS;
+        TW_TEST_LOCK_EVENT(l, LOCK_EV_DRIVER_SLEEPS);
+        spin_store_sc(&l->driver_waiting, DRIVER_ASLEEP);
+        if (spin_load_sc(&l->word) & LOCK_HELD)
+            park(&l->driver_waiting, DRIVER_ASLEEP);
+        state = DRIVER_ASLEEP; /* woken, timed out, or never slept */
+        spin_claim_sc(&l->driver_waiting, &state, 0u);
+    }
+}
+
+/* Frees the adaptive lock and wakes one sleeper: the driver when it sleeps
+ * (preferred to producers), else a producer when one may sleep, unless the
+ * driver is due: then the sleepers stay asleep, marked, for the driver's
+ * unlock to wake. The lock is never handed to a sleeping thread: with more
+ * threads than cores a woken thread may wait a whole time slice for a
+ * core, and a lock reserved for it would stand idle all that time (a ticket
+ * lock's collapse). Nobody waiting, it is one compare-and-swap. */
+static void adaptive_release(struct wheel_lock *l)
+{
+    unsigned word = LOCK_HELD, next, state = DRIVER_ASLEEP;
+    if (spin_claim_sc(&l->word, &word, 0u))
+        return;
+    do { /* a driver that is due is next: its unlock wakes the sleepers */
+        next = word & ~LOCK_HELD;
+        if (!driver_due(word))
+            next &= ~LOCK_SLEEPERS;
+    } while (!spin_claim_sc(&l->word, &word, next));
+    if ((word & LOCK_DRIVER) &&
+        spin_load_sc(&l->driver_waiting) == DRIVER_ASLEEP &&
+        spin_claim_sc(&l->driver_waiting, &state, 0u))
+        unpark(&l->driver_waiting, 1);
+    else if ((word & LOCK_SLEEPERS) && !(next & LOCK_SLEEPERS))
+        unpark(&l->word, 1);
+}
+
+/* `driver`: the driving thread (from begin_drive, and retaking the lock
+ * between callbacks), which the adaptive lock and the spinlock serve ahead
+ * of producers. Uncontended (the common case), a lock is one atomic
+ * operation that writes no flag waiting threads poll. The test hook names
+ * the event by `driver` (each driver event follows its producer one). */
+static HOT_INLINE void acquire(struct wheel_lock *l, int driver)
+{
+    if (l->kind == TW_LOCK_NONE) /* first: it has nothing else to pay */
+        return;
+    if (l->kind == TW_LOCK_ADAPTIVE) {
+        if (!adaptive_try(l, LOCK_HELD)) {
+            TW_TEST_LOCK_EVENT(l, LOCK_EV_PRODUCER_WAITS + driver);
+            if (driver)
+                adaptive_wait_driver(l);
+            else
+                adaptive_wait(l);
+        }
+    } else if (l->kind == TW_LOCK_SPIN) {
+        if (!((driver || !spin_load(&l->driver_waiting)) && spin_try(l))) {
+            TW_TEST_LOCK_EVENT(l, LOCK_EV_PRODUCER_WAITS + driver);
+            spin_wait(l, driver);
+        }
+    } else {
+        pthread_mutex_lock(&l->mutex);
+    }
+    TW_TEST_LOCK_EVENT(l, LOCK_EV_PRODUCER_TOOK + driver);
+}
+
+static HOT_INLINE void release(struct wheel_lock *l)
+{
+    if (l->kind == TW_LOCK_NONE)
+        return;
+    if (l->kind == TW_LOCK_ADAPTIVE)
+        adaptive_release(l);
+    else if (l->kind == TW_LOCK_SPIN)
+        spin_store_release(&l->word, 0u);
+    else
+        pthread_mutex_unlock(&l->mutex);
+}
+
+/* Makes the caller the one thread that drives the wheel, until
+ * end_driver_claim; 0 when another thread drives or a callback of this
+ * drive re-enters. TW_LOCK_NONE has one thread: a plain read and write,
+ * no atomic operation. */
+static int claim_driver(struct wheel_lock *l)
+{
+    unsigned expected = 0;
+    if (l->kind != TW_LOCK_NONE)
+        return spin_claim(&l->driver_claim, &expected, 1u);
+    expected = spin_load(&l->driver_claim);
+    spin_store(&l->driver_claim, 1u);
+    return !expected;
+}
+
+/* Lock held, as its last act: a thread claiming next then waits for this
+ * lock as the driver, which is what it is. */
+static void end_driver_claim(struct wheel_lock *l)
+{
+    spin_store_release(&l->driver_claim, 0u);
+}
+
+/* For the checker: whether the lock reads as held (a mutex cannot say),
+ * and whether a driver has claimed the wheel. */
+static int lock_held(const struct wheel_lock *l)
+{
+    return l->kind == TW_LOCK_NONE || l->kind == TW_LOCK_MUTEX ||
+           (spin_load(&l->word) & LOCK_HELD) != 0;
+}
+
+static int lock_driver_claimed(const struct wheel_lock *l)
+{
+    return spin_load(&l->driver_claim) != 0;
+}
+
+static int lock_init(struct wheel_lock *l, int kind)
+{
+    l->kind = kind;
+    spin_init(&l->word);
+    spin_init(&l->driver_waiting);
+    spin_init(&l->driver_claim);
+    return kind == TW_LOCK_MUTEX ? pthread_mutex_init(&l->mutex, NULL) : 0;
+}
+
+static void lock_destroy(struct wheel_lock *l)
+{
+    if (l->kind == TW_LOCK_MUTEX)
+        pthread_mutex_destroy(&l->mutex);
+}
+
+static HOT_INLINE void lock(tw_wheel *w)
+{
+    acquire(&w->lock, 0);
+}
+
+static HOT_INLINE void unlock(tw_wheel *w)
+{
+    release(&w->lock);
 }
 
 /* ==== pool ==============================================================
@@ -700,7 +1055,7 @@ static uint64_t due_tick(const tw_wheel *w, const struct node *n)
     uint64_t due, latest, span = UINT64_C(1) << (32 + DUE_EPOCH_BITS);
     if (!(n->list & DUE_FLAG))
         return w->now + (uint32_t)(n->expire - (uint32_t)w->now);
-    latest = w->driving ? w->drive_target : w->now;
+    latest = w->drive ? w->drive->target : w->now;
     due = (latest & ~(span - 1)) |
           ((uint64_t)(n->list & DUE_EPOCH_MASK) << 32) | n->expire;
     return due > latest ? due - span : due;
@@ -1122,11 +1477,240 @@ static HOT_INLINE unsigned level_first(const tw_wheel *w, unsigned level,
     return level_list(level) + ((unsigned)(current + offset) & (size - 1));
 }
 
+
+/* ==== clock =============================================================
+ * Where a delay counts from. On a tick-driven wheel: `now`, exact in
+ * ticks. On a clock-driven wheel `now` only moves when the driver runs, so
+ * it can lag the clock by any amount (an event loop adding timers before
+ * its tw_expire, a busy timer thread); the delay then counts from the
+ * clock reading the call took, rounded up to the next tick boundary, so
+ * the timer never runs before `delay` whole ticks of the clock have passed;
+ * rounding up costs at most one tick of lateness. Delay 0 is due at the
+ * tick the clock is in, rounded down, so the next tw_expire runs it. A
+ * periodic timer's grid starts from its first due tick: never early after
+ * a delay of 1 or more, and less than a tick early after a delay of 0.
+ *
+ * The clock's interface: call_clock (the reading a call needs, taken
+ * before the lock), due_of (the due tick of an add or reschedule),
+ * expire_target (where tw_expire walks to), the drive mode and its
+ * changes, and tick_start_us / ticks_after_us (ticks back to readings,
+ * for deadlines). Nothing else reads the clock's fields but tw_tick_us. */
+
+#define NO_READING UINT64_MAX
+
+static unsigned clock_mode(const tw_wheel *w)
+{
+    return spin_load(&w->clock.mode);
+}
+
+/* The mode after a driving call, by the mode before: tw_expire and the
+ * timer thread drive by the clock, tw_advance by ticks. Lock held. */
+static const unsigned char mode_after_expire[] = {
+    MODE_CLOCK, MODE_CLOCK, MODE_TICKS_CLOCKED, MODE_TICKS_CLOCKED};
+static const unsigned char mode_after_advance[] = {
+    MODE_TICKS, MODE_CLOCK, MODE_TICKS, MODE_TICKS_CLOCKED};
+
+static void set_mode(tw_wheel *w, const unsigned char *mode_after)
+{
+    spin_store(&w->clock.mode, mode_after[clock_mode(w)]);
+}
+
+static uint64_t read_clock(const tw_wheel *w)
+{
+    struct timespec ts = {0, 0};
+    if (w->clock.fn)
+        return w->clock.fn(w->clock.context);
+    clock_gettime(w->clock.id, &ts); /* the id was tried at creation */
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* The clock reading an add or reschedule needs, taken before the lock (a
+ * clock_fn may be slow); NO_READING when it needs none. The drive mode can
+ * only change from AUTO, and the reading is then still right or unused. */
+static HOT_INLINE uint64_t call_clock(const tw_wheel *w)
+{
+    if (clock_mode(w) >= MODE_TICKS)
+        return NO_READING;
+    return read_clock(w);
+}
+
+/* The clock read lower than the wheel's last reading (seen by tw_expire,
+ * or first by an add or reschedule): the wheel's ticks move back by the
+ * step, so tick `now` keeps the part of it already gone (a clock that
+ * jitters back by a microsecond costs that microsecond, not the tick, and
+ * cannot stall the wheel), a tw_advance lead is kept (timers it has not
+ * reached do not become due early), and every pending timer keeps the
+ * time it had left. The wheel's time never goes back. Lock held. */
+static void rebase(tw_wheel *w, uint64_t clock)
+{
+    struct wheel_clock *c = &w->clock;
+    /* where tick `now` starts, relative to the last reading, in µs:
+     * ahead_us - behind_us (saturating; the lead can be any tw_advance) */
+    uint64_t ahead_us = w->now - c->base_tick, behind_us = 0;
+    ahead_us = ahead_us > UINT64_MAX / c->tick_us ? UINT64_MAX : ahead_us * c->tick_us;
+    if (c->last_us >= c->base_us)
+        behind_us = c->last_us - c->base_us;
+    else if (ahead_us <= UINT64_MAX - (c->base_us - c->last_us))
+        ahead_us += c->base_us - c->last_us;
+    else
+        ahead_us = UINT64_MAX;
+    if (ahead_us >= behind_us)
+        c->base_us = ahead_us - behind_us > UINT64_MAX - clock
+                         ? UINT64_MAX
+                         : clock + (ahead_us - behind_us);
+    else
+        c->base_us = behind_us - ahead_us > clock ? 0 : clock - (behind_us - ahead_us);
+    c->base_tick = w->now;
+    c->last_us = clock;
+    w->rebases++;
+}
+
+/* Every reading a call counts from passes here, lock held, and becomes
+ * the wheel's last reading, so a step back from any of them is seen. A
+ * reading below the last one was either taken before the lock while
+ * another thread's newer reading got in first (the call is still in
+ * progress, so reading again now is as good a moment of it), or the clock
+ * stepped back. A reading taken under the lock tells them apart: on a
+ * clock that only moves forward it cannot lie below the last one. A step
+ * back re-bases at once, so the call that saw it counts from the clock as
+ * it now reads. */
+static uint64_t settle_reading(tw_wheel *w, uint64_t clock)
+{
+    if (clock < w->clock.last_us) {
+        clock = read_clock(w);
+        if (clock < w->clock.last_us)
+            rebase(w, clock);
+    }
+    w->clock.last_us = clock;
+    return clock;
+}
+
+/* The tick `clock` falls in by the wheel's reference point, or the next
+ * tick boundary when round_up and it falls inside a tick; never before
+ * now; TW_NEVER past TW_MAX_TICK. Lock held. */
+static uint64_t clock_tick(const tw_wheel *w, uint64_t clock, int round_up)
+{
+    const struct wheel_clock *c = &w->clock;
+    uint64_t elapsed, ticks;
+    if (clock <= c->base_us) /* a reading older than the reference point */
+        return w->now;
+    elapsed = clock - c->base_us;
+    ticks = elapsed / c->tick_us + (round_up && elapsed % c->tick_us != 0);
+    if (ticks > TW_MAX_TICK - c->base_tick)
+        return TW_NEVER;
+    ticks += c->base_tick;
+    return ticks > w->now ? ticks : w->now;
+}
+
+/* The reading `ticks` tick lengths after `start_us`, saturated below
+ * UINT64_MAX (TW_NEVER). */
+static uint64_t ticks_after_us(const tw_wheel *w, uint64_t start_us, uint64_t ticks)
+{
+    const uint64_t latest = UINT64_MAX - 1;
+    if (start_us >= latest || ticks > (latest - start_us) / w->clock.tick_us)
+        return latest;
+    return start_us + ticks * w->clock.tick_us;
+}
+
+/* The reading at which the tick `ticks` from now begins by the reference
+ * point, so the first tw_expire() reading it reaches that tick; lock held,
+ * a clock-driven wheel (base_tick <= now always). */
+static uint64_t tick_start_us(const tw_wheel *w, uint64_t ticks)
+{
+    return ticks_after_us(w, w->clock.base_us, w->now + ticks - w->clock.base_tick);
+}
+
+/* The due tick of a timer added or rescheduled now, from a clock reading;
+ * lock held. TW_NEVER when the clock has run so far past `now` (no driver
+ * ran for about TW_MAX_DELAY ticks, with timers pending) that the wheel
+ * cannot hold it. Out of line: the tick-driven add stays short. */
+static uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
+{
+    unsigned mode = clock_mode(w);
+    uint64_t start;
+    if (mode >= MODE_TICKS) /* decided since the reading was taken */
+        return w->now + delay;
+    clock = settle_reading(w, clock);
+    if (mode == MODE_AUTO) {
+        /* Not driven yet, so perhaps by tw_advance, which needs delays
+         * exact in ticks. Count from `now`, and move the clock's reference
+         * point here: tick `now` then starts no earlier than this call,
+         * and a first tw_expire cannot find the timer due early. The
+         * reading is the latest (settle_reading re-based a lower one). */
+        w->clock.base_us = clock;
+        w->clock.base_tick = w->now;
+        return w->now + delay;
+    }
+    start = clock_tick(w, clock, delay != 0);
+    if (start > TW_MAX_TICK) /* the clock is past the last tick: tw_expire */
+        start = TW_MAX_TICK; /* will say so; the timer waits at the end */
+    if (delay == 0 && w->drive && start > w->drive->target)
+        start = w->drive->target; /* on the due queue: see schedule_call */
+    if (start - w->now > TW_MAX_DELAY - delay) {
+        if (w->live || w->drive)
+            return TW_NEVER;
+        w->now = start; /* empty: what a tw_expire would do, firing nothing */
+    }
+    return start + delay;
+}
+
+/* The due tick of an add or reschedule `delay` ticks from now, given the
+ * reading call_clock took (a tick-driven wheel's is exact, inline). */
+static HOT_INLINE uint64_t due_of(tw_wheel *w, uint64_t delay, uint64_t clock)
+{
+    return clock == NO_READING ? w->now + delay : due_of_call(w, delay, clock);
+}
+
+/* Where tw_expire walks to: the tick the clock is in. Called as the driver
+ * with the lock held; drops it to read the clock (a clock_fn may be slow).
+ * An add may record a newer reading meanwhile: ours then looks lower, and
+ * settle_reading reads again under the lock. An add that re-based
+ * meanwhile (it saw the clock step back) makes ours possibly from before
+ * the step, higher than the clock now: read again after it. After a
+ * re-base the clock lies in tick `now` when the last reading was this
+ * driver's, further on when it was an add's (the wheel had not caught up
+ * with it): either way, walk to it. A reference point ahead of the clock
+ * (a re-base kept tw_advance's lead) means no tick yet. TW_NEVER past
+ * TW_MAX_TICK. */
+static uint64_t expire_target(tw_wheel *w)
+{
+    uint64_t clock, rebases = w->rebases;
+    unlock(w);
+    clock = read_clock(w);
+    acquire(&w->lock, 1);
+    if (w->rebases != rebases)
+        clock = read_clock(w);
+    set_mode(w, mode_after_expire);
+    return clock_tick(w, settle_reading(w, clock), 0);
+}
+
+/* Lock not held: the wheel is being created. `now` is set. */
+static void clock_init(tw_wheel *w, const struct tw_config *c)
+{
+    spin_init(&w->clock.mode);
+    spin_store(&w->clock.mode, (unsigned)c->drive);
+    w->clock.tick_us = c->tick_us;
+    w->clock.fn = c->clock_fn;
+    w->clock.context = c->clock_context;
+    w->clock.id = CLOCK_MONOTONIC;
+#ifdef CLOCK_MONOTONIC_COARSE
+    if (c->clock == TW_CLOCK_MONOTONIC_COARSE) {
+        struct timespec probe;
+        if (clock_gettime(CLOCK_MONOTONIC_COARSE, &probe) == 0)
+            w->clock.id = CLOCK_MONOTONIC_COARSE; /* else the precise one */
+    }
+#endif
+    w->clock.base_tick = w->now;
+    w->clock.base_us = w->clock.last_us = read_clock(w);
+}
+
 /* ==== add ===============================================================
  * A node due at or before now waits on the due queue for the start of the
  * next advance; anything later goes into its slot. Appending keeps timers
  * of one tick in insertion order. */
 
+/* Places a node on due queue `list` (which the `list` field records, with
+ * bits 32..45 of the due tick). */
 static void link_due(tw_wheel *w, unsigned list, uint32_t index, uint64_t due)
 {
     struct node *n = node_at(w, index);
@@ -1154,166 +1738,19 @@ static HOT_INLINE void schedule_call(tw_wheel *w, uint32_t index,
                                      struct node *n, uint64_t due,
                                      uint64_t delay)
 {
-    if (delay == 0 && w->driving) {
+    if (delay == 0 && w->drive) {
         n->expire = (uint32_t)due;
         link_due(w, w->due_list, index, due);
     } else {
         schedule(w, index, n, due);
     }
 }
-
-/* Where a delay counts from. On a tick-driven wheel: `now`, exact in
- * ticks. On a clock-driven wheel `now` only moves when the driver runs, so
- * it can lag the clock by any amount (an event loop adding timers before
- * its tw_expire, a busy timer thread); the delay then counts from the
- * clock reading the call took, rounded up to the next tick boundary, so
- * the timer never runs before `delay` whole ticks of the clock have passed;
- * rounding up costs at most one tick of lateness. Delay 0 is due at the
- * tick the clock is in, rounded down, so the next tw_expire runs it. A
- * periodic timer's grid starts from its first due tick: never early after
- * a delay of 1 or more, and less than a tick early after a delay of 0. */
-
-#define NO_READING UINT64_MAX
-
-static uint64_t read_clock(const tw_wheel *w)
-{
-    struct timespec ts = {0, 0};
-    if (w->clock_fn)
-        return w->clock_fn(w->clock_context);
-    clock_gettime(w->clock_id, &ts); /* the id was tried at creation */
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/* The clock reading an add or reschedule needs, taken before the lock (a
- * clock_fn may be slow); NO_READING when it needs none. The drive mode can
- * only change from AUTO, and the reading is then still right or unused. */
-static HOT_INLINE uint64_t call_clock(const tw_wheel *w)
-{
-    if (spin_load(&w->drive) == TW_DRIVE_TICKS)
-        return NO_READING;
-    return read_clock(w);
-}
-
-/* The clock read lower than the wheel's last reading (seen by tw_expire,
- * or first by an add or reschedule): the wheel's ticks move back by the
- * step, so tick `now` keeps the part of it already gone (a clock that
- * jitters back by a microsecond costs that microsecond, not the tick, and
- * cannot stall the wheel), a tw_advance lead is kept (timers it has not
- * reached do not become due early), and every pending timer keeps the
- * time it had left. The wheel's time never goes back. Lock held. */
-static void rebase(tw_wheel *w, uint64_t clock)
-{
-    /* where tick `now` starts, relative to the last reading, in µs:
-     * ahead_us - behind_us (saturating; the lead can be any tw_advance) */
-    uint64_t ahead_us = w->now - w->base_tick, behind_us = 0;
-    ahead_us = ahead_us > UINT64_MAX / w->tick_us ? UINT64_MAX : ahead_us * w->tick_us;
-    if (w->last_clock_us >= w->base_us)
-        behind_us = w->last_clock_us - w->base_us;
-    else if (ahead_us <= UINT64_MAX - (w->base_us - w->last_clock_us))
-        ahead_us += w->base_us - w->last_clock_us;
-    else
-        ahead_us = UINT64_MAX;
-    if (ahead_us >= behind_us)
-        w->base_us = ahead_us - behind_us > UINT64_MAX - clock
-                         ? UINT64_MAX
-                         : clock + (ahead_us - behind_us);
-    else
-        w->base_us = behind_us - ahead_us > clock ? 0 : clock - (behind_us - ahead_us);
-    w->base_tick = w->now;
-    w->last_clock_us = clock;
-    w->rebases++;
-}
-
-/* Every reading a call counts from passes here, lock held, and becomes
- * the wheel's last reading, so a step back from any of them is seen. A
- * reading below the last one was either taken before the lock while
- * another thread's newer reading got in first (the call is still in
- * progress, so reading again now is as good a moment of it), or the clock
- * stepped back. A reading taken under the lock tells them apart: on a
- * clock that only moves forward it cannot lie below the last one. A step
- * back re-bases at once, so the call that saw it counts from the clock as
- * it now reads. */
-static uint64_t settle_reading(tw_wheel *w, uint64_t clock)
-{
-    if (clock < w->last_clock_us) {
-        clock = read_clock(w);
-        if (clock < w->last_clock_us)
-            rebase(w, clock);
-    }
-    w->last_clock_us = clock;
-    return clock;
-}
-
-/* The tick `clock` falls in by the wheel's reference point, or the next
- * tick boundary when round_up and it falls inside a tick; never before
- * now. Lock held. */
-static uint64_t clock_tick(const tw_wheel *w, uint64_t clock, int round_up)
-{
-    uint64_t elapsed, ticks;
-    if (clock <= w->base_us) /* a reading older than the reference point */
-        return w->now;
-    elapsed = clock - w->base_us;
-    ticks = elapsed / w->tick_us + (round_up && elapsed % w->tick_us != 0);
-    if (ticks > TW_MAX_TICK - w->base_tick)
-        return TW_MAX_TICK;
-    ticks += w->base_tick;
-    return ticks > w->now ? ticks : w->now;
-}
-
-/* The reading `ticks` tick lengths after `start_us`, saturated below
- * UINT64_MAX (TW_NEVER). */
-static uint64_t ticks_after_us(const tw_wheel *w, uint64_t start_us, uint64_t ticks)
-{
-    const uint64_t latest = UINT64_MAX - 1;
-    if (start_us >= latest || ticks > (latest - start_us) / w->tick_us)
-        return latest;
-    return start_us + ticks * w->tick_us;
-}
-
-/* The reading at which the tick `ticks` from now begins by the reference
- * point, so the first tw_expire() reading it reaches that tick; lock held,
- * a clock-driven wheel (base_tick <= now always). */
-static uint64_t tick_start_us(const tw_wheel *w, uint64_t ticks)
-{
-    return ticks_after_us(w, w->base_us, w->now + ticks - w->base_tick);
-}
-
-/* The due tick of a timer added or rescheduled now, from a clock reading
- * (a tick-driven wheel's is `now + delay`, computed inline); lock held.
- * TW_NEVER when the clock has run so far past `now` (no driver ran for
- * about TW_MAX_DELAY ticks, with timers pending) that the wheel cannot hold
- * it. Out of line: the tick-driven add stays short. */
-static uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
-{
-    unsigned drive = spin_load(&w->drive);
-    uint64_t start;
-    if (drive == TW_DRIVE_TICKS) /* decided since the reading was taken */
-        return w->now + delay;
-    clock = settle_reading(w, clock);
-    if (drive == TW_DRIVE_AUTO) {
-        /* Not driven yet, so perhaps by tw_advance, which needs delays
-         * exact in ticks. Count from `now`, and move the clock's reference
-         * point here: tick `now` then starts no earlier than this call,
-         * and a first tw_expire cannot find the timer due early. The
-         * reading is the latest (settle_reading re-based a lower one). */
-        w->base_us = clock;
-        w->base_tick = w->now;
-        return w->now + delay;
-    }
-    start = clock_tick(w, clock, delay != 0);
-    if (delay == 0 && w->driving && start > w->drive_target)
-        start = w->drive_target; /* on the due queue: see schedule_call */
-    if (start - w->now > TW_MAX_DELAY - delay) {
-        if (w->live || w->driving)
-            return TW_NEVER;
-        w->now = start; /* empty: what a tw_expire would do, firing nothing */
-    }
-    return start + delay;
-}
-
 /* Index of `release` in the wheel's table (0 for NULL); for a function not
  * in it yet, the index it would get, or -1 when the table is full. Nothing
- * is registered here, so an add that fails later leaves no entry behind. */
+ * is registered here, so an add that fails later leaves no entry behind.
+ * A linear scan, under the lock: programs pass a handful of distinct
+ * functions (free, a delete, a closure's destroy), found in the first few
+ * entries, and it keeps the node's reference to one byte. */
 static int release_index(const tw_wheel *w, tw_release *release)
 {
     uint32_t i;
@@ -1350,8 +1787,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
         error = ENOSPC;
     else if (release && (release_slot = release_index(w, release)) < 0)
         error = EMFILE;
-    else if ((due = clock == NO_READING ? w->now + delay
-                                        : due_of_call(w, delay, clock)) == TW_NEVER)
+    else if ((due = due_of(w, delay, clock)) == TW_NEVER)
         error = ERANGE;
     else if (reserve_entries(w, 1) || (index = node_alloc(w)) == NIL)
         error = ENOMEM;
@@ -1480,192 +1916,9 @@ static uint64_t next_event(const tw_wheel *w)
     return best;
 }
 
-/* ==== dispatch ==========================================================
- * A queue is dispatched in place: each live entry is taken off its head
- * under the lock and its callback runs with the lock released. Nothing new
- * can land on that queue meanwhile (a timer due exactly now goes to the due
- * queue that is not being run, and the near slot of now only takes timers
- * due now), and a cancel of a node still in it leaves a stale entry that is
- * skipped, so once tw_cancel returned 1 that callback never starts. A node
- * is never freed while its callback runs: whatever happened to it meanwhile
- * is settled when the callback returns. */
 
-static void park(spin_word *word, unsigned value);
-static void unpark(spin_word *word, int count);
-
-/* Lock held; the tw_cancel calls waiting for the callback just settled. */
-static COLD void wake_cancel_waiters(tw_wheel *w)
-{
-    spin_store_release(&w->callbacks_done, spin_load(&w->callbacks_done) + 1u);
-    unpark(&w->callbacks_done, INT_MAX);
-}
-
-/* Frees a node and hands its user data back, lock released for the hook.
- * Returns 1 when the hook called tw_destroy and the caller (tw_cancel) must
- * now finish destroying the wheel. */
-static int finish_node(tw_wheel *w, uint32_t index)
-{
-    struct node *n = node_at(w, index);
-    tw_release *release = w->releases[n->release];
-    void *user_data = n->user_data;
-    struct hook_frame frame, **link;
-    int driver;
-    /* Dead from here on: while the hook runs unlocked, its id must not be
-     * cancelled, rescheduled or counted again. */
-    n->state = NODE_CANCELLED;
-    if (!release) {
-        node_free(w, n, index);
-        return 0;
-    }
-    driver = on_driver_thread(w); /* decided under the lock */
-    frame.thread = pthread_self();
-    frame.destroy = 0;
-    frame.next = w->hooks;
-    w->hooks = &frame;
-    unlock(w);
-    release(user_data);
-    acquire(w, driver);
-    for (link = &w->hooks; *link != &frame; link = &(*link)->next)
-        ;
-    *link = frame.next;
-    node_free(w, n, index);
-    return frame.destroy;
-}
-
-static int64_t run_batch(tw_wheel *w, unsigned list)
-{
-    int64_t ran = 0;
-    uint32_t index;
-    uint64_t due;
-    w->dispatching = list;
-    prefetch_queue(w, list);
-    while ((index = pop_live(w, list, &due)) != NIL) {
-        struct node *n = node_at(w, index);
-        uint32_t generation = generation_of(n);
-        tw_callback *callback = n->callback;
-        void *user_data = n->user_data;
-        if (!is_periodic(n))
-            w->live--; /* a one-shot's id dies as its callback starts */
-        w->running = index;
-        w->running_due = due;
-        w->fired++;
-        unlock(w);
-        callback(w, make_id(index, generation), user_data);
-        acquire(w, 1);
-        ran++; /* n is still the node: chunks never move */
-        if (n->state == NODE_DETACHED && is_periodic(n) && !w->destroying) {
-            /* A periodic timer nobody touched while it ran: fixed rate, so
-             * the next firing counts from when this one was due. */
-            uint64_t next = due + interval_of(w, index);
-            if (next <= w->now)
-                link_due(w, list, index, next); /* catching up, in order */
-            else
-                schedule(w, index, n, next);
-        } else if (n->state != NODE_LINKED) {
-            /* one-shot done, cancelled meanwhile, or a periodic timer whose
-             * callback destroyed the wheel (nothing re-arms then) */
-            if (n->state == NODE_DETACHED && is_periodic(n))
-                w->live--;
-            if (!n->release)
-                node_free(w, n, index);
-            else
-                finish_node(w, index);
-        }
-        w->running = NIL;
-        if (w->cancel_waiters) /* they sleep until this callback is done */
-            wake_cancel_waiters(w);
-    }
-    w->dispatching = LIST_NONE;
-    return ran;
-}
-
-/* ==== driver ============================================================
- * tw_advance and tw_expire walk from now to a target tick, stopping only at
- * ticks where next_event() says there is work; in between nothing changes
- * but the counter and the staging shares, so the result equals ticking one
- * by one. Timers already
- * due run first; timers made due during the walk wait for the next call, so
- * a callback re-adding itself with delay 0 cannot loop forever. */
-
-static int on_driver_thread(const tw_wheel *w)
-{
-    return w->driving && pthread_equal(w->driver, pthread_self());
-}
-
-static void teardown(tw_wheel *w);
-static void finish_deferred_destroy(tw_wheel *w);
-
-/* Called with the lock held; returns with it released. A callback or hook
- * that destroyed the wheel left nothing pending, so the walk ends; the
- * wheel is then freed here, and *destroyed (when given) says so. */
-static int64_t drive(tw_wheel *w, uint64_t target, int *destroyed)
-{
-    int64_t ran;
-    int destroy;
-    unsigned list = w->due_list;
-    w->driving = 1;
-    w->drive_target = target;
-    w->driver = pthread_self();
-    w->due_list = list == LIST_DUE_A ? LIST_DUE_B : LIST_DUE_A;
-    ran = run_batch(w, list);
-    for (;;) {
-        uint64_t step = next_event(w);
-        if (step == TW_NEVER || step > target - w->now)
-            break;
-        w->now += step;
-        stage(w);
-        list = (unsigned)w->now & NEAR_RING_MASK;
-        if (w->queues[list].count)
-            ran += run_batch(w, list);
-    }
-    destroy = w->free_after_drive;
-    if (w->now != target) {
-        w->now = target;
-        stage(w); /* the share of the ticks walked since the last event */
-    }
-    w->driving = w->timer_thread_driving = 0;
-    unlock(w);
-    end_drive_claim(w);
-    if (destroy)
-        finish_deferred_destroy(w);
-    if (destroyed)
-        *destroyed = destroy;
-    return ran;
-}
-
-/* Refuses re-entry from a callback and a second driver; lock held. */
-static int drive_refused(const tw_wheel *w)
-{
-    return w->driving || w->destroying;
-}
-
-/* Takes the lock to start driving. The claim, taken before the lock, makes
- * this thread the one the lock serves first (the driver's wake-up word and
- * flag serve a single thread); a thread that cannot claim is a second
- * driver or a callback re-entering, and is refused. Returns 0 with the lock
- * held, or -EBUSY. TW_LOCK_NONE does no atomics: its re-entry is caught by
- * drive_refused alone. */
-static int begin_drive(tw_wheel *w)
-{
-    if (w->lock_kind != TW_LOCK_NONE) {
-        unsigned expected = 0;
-        if (!spin_claim(&w->drive_claim, &expected, 1u))
-            return -EBUSY;
-    }
-    acquire(w, 1);
-    if (drive_refused(w)) {
-        unlock(w);
-        end_drive_claim(w);
-        return -EBUSY;
-    }
-    return 0;
-}
-
-static void end_drive_claim(tw_wheel *w)
-{
-    if (w->lock_kind != TW_LOCK_NONE)
-        spin_store_release(&w->drive_claim, 0u);
-}
+/* ==== next expiry ========================================================
+ * What is due when: tw_next_expiry in O(1), and a timer's time left. */
 
 /* A level slot whose least tick went stale is read again when it holds
  * this few pending timers, so small wheels always get exact answers.
@@ -1714,26 +1967,37 @@ static HOT_INLINE uint32_t slot_least(tw_wheel *w, unsigned list, int exact)
     return w->least[slot];
 }
 
-/* Ticks to the earliest pending timer; lock held. Near slots are exact;
- * each level's first occupied slot answers with its least tick. Staging
- * lets the spans of levels overlap (a slot partly moved down), so every
- * level is asked, unless its first slot starts after the best answer yet:
- * still O(1). Without `exact`, a big slot's stale bound may answer early,
- * never late. */
+/* Ticks from now to `tick`, 0 when it has come. */
+static uint64_t ticks_until(const tw_wheel *w, uint64_t tick)
+{
+    return tick > w->now ? tick - w->now : 0;
+}
+
+/* The tick a periodic timer whose callback runs (NODE_REARMING) is due at
+ * next: it re-arms when the callback returns. */
+static uint64_t rearm_tick(const tw_wheel *w)
+{
+    return w->running_due + interval_of(w, w->running);
+}
+
+/* Ticks to the earliest pending timer; lock held. Due queues and the near
+ * slot of now (which holds timers only while it is dispatched) are due
+ * now; near slots are exact; each level's first occupied slot answers with
+ * its least tick. Staging lets the spans of levels overlap (a slot partly
+ * moved down), so every level is asked, unless its first slot starts after
+ * the best answer yet: still O(1). Without `exact`, a big slot's stale
+ * bound may answer early, never late. */
 static uint64_t next_expiry_locked(tw_wheel *w, int exact)
 {
     uint64_t step, start;
-    unsigned level;
+    unsigned level, list;
     if (w->queues[LIST_DUE_A].count || w->queues[LIST_DUE_B].count ||
-        (w->dispatching != LIST_NONE && w->queues[w->dispatching].count))
+        w->queues[w->now & NEAR_RING_MASK].count)
         return 0;
     step = ring_next(w, 0, NEAR_SLOTS, (unsigned)w->now & NEAR_RING_MASK);
     if (step == 0)
         step = TW_NEVER;
     for (level = 0; level < LEVELS && next_start(w, level) - w->now < step; level++) {
-        unsigned list;
-        if (!level_occupied(w, level))
-            continue;
         list = level_first(w, level, &start);
         if (list && start - w->now < step) {
             uint32_t least = slot_least(w, list, exact);
@@ -1742,416 +2006,146 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
                 step = until;
         }
     }
-    if (w->running != NIL) {
-        /* a periodic timer re-arms when its running callback returns */
-        const struct node *n = node_at(w, w->running);
-        if (n->state == NODE_DETACHED && is_periodic(n)) {
-            uint64_t next = w->running_due + interval_of(w, w->running);
-            uint64_t until = next > w->now ? next - w->now : 0;
-            if (until < step)
-                step = until;
-        }
-    }
+    if (w->running != NIL && node_at(w, w->running)->state == NODE_REARMING &&
+        ticks_until(w, rearm_tick(w)) < step)
+        step = ticks_until(w, rearm_tick(w));
     return step;
 }
 
-/* ==== locking ===========================================================
- * One lock per wheel, chosen at creation. TW_LOCK_NONE does nothing at all,
- * not even an atomic operation.
- *
- * TW_LOCK_ADAPTIVE (the default) puts a producer that finds the lock taken
- * to sleep in the kernel at once (a futex on Linux), as glibc's mutex does:
- * a waiter never burns the time slice that a preempted holder needs, which
- * is what survives more threads than cores. The driver is served first, to
- * a bound: it spins a little, then sleeps on its own word, `driver_waiting`,
- * and an unlock wakes it ahead of any producer. While it waits, producers
- * may still take a free lock, but at most DRIVER_PASSES of them: a driver
- * woken but not yet running (on a loaded machine it may wait a time slice
- * for a core) would otherwise be passed by every producer that runs. After
- * that many, producers sleep until the driver has had the lock. The lock is
- * never reserved before then: standing back for a driver that is preempted
- * leaves the lock idle, and handing it to a thread that is asleep leaves it
- * idle until that thread gets a core; on a loaded machine either one,
- * paid on every acquisition, collapses. Paid once per DRIVER_PASSES
- * producers, it is the price of the bound.
- *
- * TW_LOCK_SPIN is test-and-test-and-set: pause, then yield, then nap, with
- * producers standing back while the driver waits. It is cheapest when
- * threads never outnumber cores and starves the driver when they do.
- * TW_LOCK_MUTEX is a pthread mutex: no priority for the driver. */
-
-#define DRIVER_SPINS 64 /* pauses before the driver sleeps */
-#define DRIVER_ASLEEP 1u /* in driver_waiting, for the adaptive lock */
-
-/* The adaptive lock's word, `locked`: */
-#define LOCK_HELD 1u     /* a thread holds the lock */
-#define LOCK_SLEEPERS 2u /* producers may sleep on the word: wake one */
-#define LOCK_DRIVER 4u   /* the driver waits for the lock */
-#define LOCK_PASS 8u     /* times LOCK_PASS: producers that took it since */
-#define DRIVER_PASSES 8u /* producers that may take the lock ahead of it */
-
-/* Test hooks: tests/threads/test_lock_bound.c compiles this file in with
- * TW_TEST_LOCK_EVENT defined, to watch the adaptive lock; here they are
- * nothing. */
-#ifndef TW_TEST_LOCK_EVENT
-#define TW_TEST_LOCK_EVENT(w, what) ((void)0)
-#endif
-enum lock_event {
-    LOCK_EV_PRODUCER_WAITS, /* a producer found the lock taken */
-    LOCK_EV_PRODUCER_TOOK,  /* a producer has the lock */
-    LOCK_EV_DRIVER_WAITS,   /* the driver found the lock taken */
-    LOCK_EV_DRIVER_ASKS,    /* ... and said so: producers count from here */
-    LOCK_EV_DRIVER_SLEEPS,  /* ... spun in vain, about to say it sleeps */
-    LOCK_EV_DRIVER_TOOK     /* the driver has the lock */
-};
-
-static void cpu_pause(void)
+/* Ticks from now to a timer's next firing, TW_NEVER when not live; lock
+ * held. A timer on a due queue runs in the next call, whatever its due
+ * tick (delay 0 from a callback). */
+static uint64_t remaining_locked(const tw_wheel *w, tw_id id)
 {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_ia32_pause();
-#elif defined(__GNUC__) && (defined(__aarch64__) || defined(__arm__))
-    __asm__ __volatile__("yield");
-#endif
+    uint32_t index;
+    const struct node *n = node_of(w, id, &index);
+    if (n && n->state == NODE_REARMING)
+        return ticks_until(w, rearm_tick(w));
+    if (!n || n->state != NODE_LINKED)
+        return TW_NEVER;
+    return n->list & DUE_FLAG ? 0 : ticks_until(w, due_tick(w, n));
+}
+/* ==== lifetime ==========================================================
+ * Handing user data back and ending the wheel: release hooks (run with the
+ * lock dropped, each tracked by a frame so that tw_destroy can tell where
+ * it is called from), tw_cancel's wait for a running callback, stopping
+ * the timer thread, and the teardown. tw_destroy's rules (timer.h,
+ * "re-entrancy") are decided in tw_destroy; these are the steps they
+ * share. */
+
+static int on_driver_thread(const tw_wheel *w)
+{
+    return w->drive && pthread_equal(w->drive->thread, pthread_self());
 }
 
-/* Sleeps while *word == value (or for a short nap where there is no
- * futex); wakes up to `count` sleepers. Both are hints: callers re-check. */
-static void park(spin_word *word, unsigned value)
+static int timer_thread_drives(const tw_wheel *w)
 {
-#if defined(TW_HAVE_FUTEX)
-    syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
-#else
-    struct timespec nap = {0, 20000};
-    (void)word;
-    (void)value;
-    nanosleep(&nap, NULL);
-#endif
+    return w->drive && w->drive->timer_thread;
 }
 
-static void unpark(spin_word *word, int count)
+/* Frees a node and hands its user data back, lock released for the hook.
+ * Returns 1 when the hook called tw_destroy and the caller (tw_cancel) must
+ * now finish destroying the wheel. */
+static int finish_node(tw_wheel *w, uint32_t index)
 {
-#if defined(TW_HAVE_FUTEX)
-    syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
-#else
-    (void)word;
-    (void)count;
-#endif
-}
-
-static int spin_try(tw_wheel *w)
-{
-    return !spin_load(&w->locked) && !spin_exchange_acquire(&w->locked, 1u);
-}
-
-/* After a failed first try. The driver raises its flag while it waits. */
-static COLD void spin_wait(tw_wheel *w, int driver)
-{
-    unsigned spins = 0;
-    if (driver)
-        spin_store(&w->driver_waiting, 1u);
-    for (;;) {
-        if ((driver || !spin_load(&w->driver_waiting)) && spin_try(w))
-            break;
-        cpu_pause();
-        /* Every 64 pauses give the CPU away: first by yielding; when that
-         * has not helped (the holder is preempted and CFS keeps choosing
-         * us), by a 20 µs nap, so the holder gets a core to finish on. */
-        if (++spins % 64 == 0) {
-            if (spins < 64 * 8) {
-                sched_yield();
-            } else {
-                struct timespec nap = {0, 20000};
-                nanosleep(&nap, NULL);
-            }
-        }
-    }
-    if (driver)
-        spin_store(&w->driver_waiting, 0u);
-}
-
-static int adaptive_try(tw_wheel *w, unsigned value)
-{
-    unsigned expected = 0;
-    return spin_claim(&w->locked, &expected, value);
-}
-
-/* The driver has been passed DRIVER_PASSES times: the lock is its next. */
-static int driver_due(unsigned word)
-{
-    return (word & LOCK_DRIVER) && word / LOCK_PASS >= DRIVER_PASSES;
-}
-
-/* A producer sleeps as soon as the lock is taken, or is the driver's next.
- * While the driver waits (LOCK_DRIVER), even a free lock is taken here, not
- * by the fast path, so that each producer passing the driver is counted. */
-static COLD void adaptive_wait(tw_wheel *w)
-{
-    unsigned word = spin_load(&w->locked);
-    for (;;) {
-        if (!(word & LOCK_HELD) && !driver_due(word)) {
-            /* with "sleepers": we may have slept, so others may sleep too */
-            unsigned next = word | LOCK_HELD | LOCK_SLEEPERS;
-            if (word & LOCK_DRIVER)
-                next += LOCK_PASS;
-            if (spin_claim(&w->locked, &word, next))
-                return;
-        } else if ((word & LOCK_SLEEPERS) ||
-                   spin_claim(&w->locked, &word, word | LOCK_SLEEPERS)) {
-            park(&w->locked, word | LOCK_SLEEPERS);
-            word = spin_load(&w->locked);
-        }
-    }
-}
-
-/* The driver says it waits (LOCK_DRIVER, which also sends producers to the
- * counting path), spins a little, then sleeps until an unlock wakes it, and
- * spins again. Dekker's pattern keeps that wake-up from being missed: the
- * driver says "asleep" and then looks at the lock; an unlock frees the lock
- * and then looks for a sleeping driver (all sequentially consistent), so at
- * least one of them sees the other. Once woken it claims the lock with
- * "sleepers": a producer it was woken instead of may be asleep, and the
- * driver's own unlock must wake it. Its claim clears LOCK_DRIVER and the
- * count of producers that passed it. */
-static COLD void adaptive_wait_driver(tw_wheel *w)
-{
-    unsigned spins, word = spin_load(&w->locked), slept = 0, state;
-    for (;;) {
-        if (word & LOCK_HELD) {
-            if (spin_claim(&w->locked, &word, word | LOCK_DRIVER))
-                break;
-        } else if (spin_claim(&w->locked, &word, word | LOCK_HELD)) {
-            return; /* freed meanwhile: not a wait */
-        }
-    }
-    TW_TEST_LOCK_EVENT(w, LOCK_EV_DRIVER_ASKS);
-    for (;;) {
-        for (spins = 0; spins < DRIVER_SPINS; spins++) {
-            word = spin_load(&w->locked);
-            if (!(word & LOCK_HELD) &&
-                spin_claim(&w->locked, &word,
-                           (word & LOCK_SLEEPERS) | slept | LOCK_HELD))
-                return;
-            cpu_pause();
-        }
-        slept = LOCK_SLEEPERS;
-        TW_TEST_LOCK_EVENT(w, LOCK_EV_DRIVER_SLEEPS);
-        spin_store_sc(&w->driver_waiting, DRIVER_ASLEEP);
-        if (spin_load_sc(&w->locked) & LOCK_HELD)
-            park(&w->driver_waiting, DRIVER_ASLEEP);
-        state = DRIVER_ASLEEP; /* woken, timed out, or never slept */
-        spin_claim_sc(&w->driver_waiting, &state, 0u);
-    }
-}
-
-/* Frees the adaptive lock and wakes one sleeper: the driver when it sleeps
- * (preferred to producers), else a producer when one may sleep, unless the
- * driver is due: then the sleepers stay asleep, marked, for the driver's
- * unlock to wake. The lock is never handed to a sleeping thread: with more
- * threads than cores a woken thread may wait a whole time slice for a
- * core, and a lock reserved for it would stand idle all that time (a ticket
- * lock's collapse). Nobody waiting, it is one compare-and-swap. */
-static void adaptive_release(tw_wheel *w)
-{
-    unsigned word = LOCK_HELD, next, state = DRIVER_ASLEEP;
-    if (spin_claim_sc(&w->locked, &word, 0u))
-        return;
-    do { /* a driver that is due is next: its unlock wakes the sleepers */
-        next = word & ~LOCK_HELD;
-        if (!driver_due(word))
-            next &= ~LOCK_SLEEPERS;
-    } while (!spin_claim_sc(&w->locked, &word, next));
-    if ((word & LOCK_DRIVER) &&
-        spin_load_sc(&w->driver_waiting) == DRIVER_ASLEEP &&
-        spin_claim_sc(&w->driver_waiting, &state, 0u))
-        unpark(&w->driver_waiting, 1);
-    else if ((word & LOCK_SLEEPERS) && !(next & LOCK_SLEEPERS))
-        unpark(&w->locked, 1);
-}
-
-/* `driver`: the driving thread (from begin_drive, and retaking the lock
- * between callbacks), which the adaptive lock and the spinlock serve ahead
- * of producers. Uncontended (the common case), a lock is one atomic
- * operation that writes no flag waiting threads poll. */
-static HOT_INLINE void acquire(tw_wheel *w, int driver)
-{
-    if (w->lock_kind == TW_LOCK_NONE) /* first: it has nothing else to pay */
-        return;
-    if (w->lock_kind == TW_LOCK_ADAPTIVE) {
-        if (!adaptive_try(w, LOCK_HELD)) {
-            TW_TEST_LOCK_EVENT(w, driver ? LOCK_EV_DRIVER_WAITS
-                                         : LOCK_EV_PRODUCER_WAITS);
-            if (driver)
-                adaptive_wait_driver(w);
-            else
-                adaptive_wait(w);
-        }
-    } else if (w->lock_kind == TW_LOCK_SPIN) {
-        if (!((driver || !spin_load(&w->driver_waiting)) && spin_try(w))) {
-            TW_TEST_LOCK_EVENT(w, driver ? LOCK_EV_DRIVER_WAITS
-                                         : LOCK_EV_PRODUCER_WAITS);
-            spin_wait(w, driver);
-        }
-    } else {
-        pthread_mutex_lock(&w->mutex);
-    }
-    TW_TEST_LOCK_EVENT(w, driver ? LOCK_EV_DRIVER_TOOK : LOCK_EV_PRODUCER_TOOK);
-}
-
-static HOT_INLINE void lock(tw_wheel *w)
-{
-    acquire(w, 0);
-}
-
-static HOT_INLINE void unlock(tw_wheel *w)
-{
-    if (w->lock_kind == TW_LOCK_NONE)
-        return;
-    if (w->lock_kind == TW_LOCK_ADAPTIVE)
-        adaptive_release(w);
-    else if (w->lock_kind == TW_LOCK_SPIN)
-        spin_store_release(&w->locked, 0u);
-    else
-        pthread_mutex_unlock(&w->mutex);
-}
-
-/* ==== API: wheel lifetime =============================================== */
-
-TW_EXPORT void tw_config_init(struct tw_config *config)
-{
-    if (!config)
-        return;
-    memset(config, 0, sizeof *config);
-    config->size = sizeof *config;
-    config->tick_us = 1000;
-    config->lock = TW_LOCK_ADAPTIVE;
-    config->clock = TW_CLOCK_MONOTONIC;
-}
-
-/* A config from a newer header may be longer: its extra bytes must be zero,
- * or the caller asked for something this library cannot do. One from an
- * older header is shorter: the fields it lacks take their defaults (1.0's
- * config ended before `drive`). */
-#define CONFIG_SIZE_1_0 offsetof(struct tw_config, drive)
-
-static int config_read(const struct tw_config *config, struct tw_config *c)
-{
-    const unsigned char *bytes = (const unsigned char *)config;
-    size_t i;
-    if (config->size < CONFIG_SIZE_1_0)
+    struct node *n = node_at(w, index);
+    tw_release *release = w->releases[n->release];
+    void *user_data = n->user_data;
+    struct hook_frame frame, **link;
+    int driver;
+    /* Dead from here on: while the hook runs unlocked, its id must not be
+     * cancelled, rescheduled or counted again. */
+    n->state = NODE_CANCELLED;
+    if (!release) {
+        node_free(w, n, index);
         return 0;
-    for (i = sizeof *c; i < config->size; i++)
-        if (bytes[i])
-            return 0;
-    tw_config_init(c);
-    memcpy(c, config, config->size < sizeof *c ? config->size : sizeof *c);
-    return c->tick_us >= TW_MIN_TICK_US && c->tick_us <= TW_MAX_TICK_US &&
-           (c->lock == TW_LOCK_SPIN || c->lock == TW_LOCK_MUTEX ||
-            c->lock == TW_LOCK_NONE || c->lock == TW_LOCK_ADAPTIVE) &&
-           (c->clock == TW_CLOCK_MONOTONIC ||
-            c->clock == TW_CLOCK_MONOTONIC_COARSE) &&
-           c->start_tick <= TW_MAX_TICK &&
-           (c->drive == TW_DRIVE_AUTO || c->drive == TW_DRIVE_CLOCK ||
-            c->drive == TW_DRIVE_TICKS);
+    }
+    driver = on_driver_thread(w); /* decided under the lock */
+    frame.thread = pthread_self();
+    frame.destroy = 0;
+    frame.next = w->hooks;
+    w->hooks = &frame;
+    unlock(w);
+    release(user_data);
+    acquire(&w->lock, driver);
+    for (link = &w->hooks; *link != &frame; link = &(*link)->next)
+        ;
+    *link = frame.next;
+    node_free(w, n, index);
+    return frame.destroy;
 }
 
-static int init_thread_state(tw_wheel *w)
+/* Lock held: wakes the tw_cancel calls waiting for the callback just
+ * settled. A condition variable, not the lock's park: it sleeps on every
+ * platform, whatever the lock. */
+static COLD void settle_cancel_waits(tw_wheel *w)
 {
-    pthread_condattr_t attributes;
-    int error = pthread_condattr_init(&attributes);
-    if (error)
-        return error;
-    error = pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-    if (!error)
-        error = pthread_cond_init(&w->wake, &attributes);
-    pthread_condattr_destroy(&attributes);
-    if (error)
-        return error;
-    if ((error = pthread_mutex_init(&w->sleep_mutex, NULL)) != 0) {
-        pthread_cond_destroy(&w->wake);
-        return error;
+    struct cancel_wait *wait;
+    pthread_mutex_lock(&w->sleep_mutex);
+    for (wait = w->cancel_waits; wait; wait = wait->next)
+        wait->settled = 1;
+    pthread_cond_broadcast(&w->wake);
+    pthread_mutex_unlock(&w->sleep_mutex);
+}
+
+/* Lock held on entry and on return: sleeps until the driver has settled
+ * the callback running now (the caller looks again at what it waits for).
+ * Asleep, not polling the lock: a waiter that keeps retaking the lock can
+ * keep the driver from ever finishing the callback on a busy machine. */
+static void wait_for_callback(tw_wheel *w)
+{
+    struct cancel_wait wait, **link;
+    wait.settled = 0;
+    wait.next = w->cancel_waits;
+    w->cancel_waits = &wait;
+    unlock(w);
+    pthread_mutex_lock(&w->sleep_mutex);
+    while (!wait.settled)
+        pthread_cond_wait(&w->wake, &w->sleep_mutex);
+    pthread_mutex_unlock(&w->sleep_mutex);
+    lock(w);
+    for (link = &w->cancel_waits; *link != &wait; link = &(*link)->next)
+        ;
+    *link = wait.next;
+}
+
+/* The timer thread's state (enum thread_state). */
+static int timer_thread_state(tw_wheel *w)
+{
+    int state;
+    pthread_mutex_lock(&w->sleep_mutex);
+    state = w->thread_state;
+    pthread_mutex_unlock(&w->sleep_mutex);
+    return state;
+}
+
+/* Stops the timer thread and joins it: 0 (also when none runs), or
+ * -EDEADLK on the timer thread itself. `control` makes a second stopper
+ * wait for the first. */
+static int stop_thread(tw_wheel *w)
+{
+    int state;
+    pthread_mutex_lock(&w->sleep_mutex);
+    state = w->thread_state;
+    if (state != THREAD_IDLE && pthread_equal(w->thread, pthread_self()))
+        state = -EDEADLK;
+    pthread_mutex_unlock(&w->sleep_mutex);
+    if (state == THREAD_IDLE || state == -EDEADLK)
+        return state;
+    pthread_mutex_lock(&w->control);
+    pthread_mutex_lock(&w->sleep_mutex);
+    state = w->thread_state;
+    if (state == THREAD_RUNNING) {
+        w->thread_state = THREAD_STOPPING;
+        pthread_cond_broadcast(&w->wake); /* cancel waits sleep there too */
+        pthread_mutex_unlock(&w->sleep_mutex);
+        pthread_join(w->thread, NULL);
+        pthread_mutex_lock(&w->sleep_mutex);
+        w->thread_state = THREAD_IDLE;
     }
-    if ((error = pthread_mutex_init(&w->control, NULL)) != 0) {
-        pthread_mutex_destroy(&w->sleep_mutex);
-        pthread_cond_destroy(&w->wake);
-        return error;
-    }
+    pthread_mutex_unlock(&w->sleep_mutex);
+    pthread_mutex_unlock(&w->control);
     return 0;
-}
-
-static void destroy_thread_state(tw_wheel *w)
-{
-    pthread_mutex_destroy(&w->control);
-    pthread_mutex_destroy(&w->sleep_mutex);
-    pthread_cond_destroy(&w->wake);
-}
-
-TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
-{
-    struct tw_config c;
-    tw_realloc_fn *realloc_fn;
-    tw_wheel *w;
-    unsigned list;
-    int error;
-    if (config && !config_read(config, &c)) {
-        errno = EINVAL;
-        return NULL;
-    }
-    if (!config)
-        tw_config_init(&c);
-    realloc_fn = c.realloc_fn ? c.realloc_fn : libc_realloc;
-    w = realloc_fn(NULL, sizeof *w, c.alloc_context);
-    if (!w) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    memset(w, 0, sizeof *w);
-    w->realloc_fn = realloc_fn;
-    w->alloc_context = c.alloc_context;
-    w->bytes = sizeof *w;
-    for (list = 0; list < LIST_COUNT; list++)
-        w->queues[list].head = w->queues[list].tail =
-            w->queues[list].compact_read = NO_POSITION;
-    w->free_head = NIL;
-    w->free_block = NIL;
-    w->running = NIL;
-    w->due_list = LIST_DUE_A;
-    w->dispatching = LIST_NONE;
-    w->lock_kind = c.lock;
-    spin_init(&w->locked);
-    spin_init(&w->driver_waiting);
-    spin_init(&w->drive_claim);
-    spin_init(&w->callbacks_done);
-    spin_init(&w->drive);
-    spin_store(&w->drive, (unsigned)c.drive);
-    w->ticks_only = c.drive == TW_DRIVE_TICKS;
-    error = init_thread_state(w);
-    if (!error && c.lock == TW_LOCK_MUTEX) {
-        error = pthread_mutex_init(&w->mutex, NULL);
-        if (error)
-            destroy_thread_state(w);
-    }
-    if (error) {
-        realloc_fn(w, 0, c.alloc_context);
-        errno = error;
-        return NULL;
-    }
-    w->tick_us = c.tick_us;
-    w->max_timers = c.max_timers ? c.max_timers : UINT64_MAX;
-    w->clock_fn = c.clock_fn;
-    w->clock_context = c.clock_context;
-    w->on_destroy = c.on_destroy;
-    w->context = c.context;
-    w->clock_id = CLOCK_MONOTONIC;
-#ifdef CLOCK_MONOTONIC_COARSE
-    if (c.clock == TW_CLOCK_MONOTONIC_COARSE) {
-        struct timespec probe;
-        if (clock_gettime(CLOCK_MONOTONIC_COARSE, &probe) == 0)
-            w->clock_id = CLOCK_MONOTONIC_COARSE; /* else the precise one */
-    }
-#endif
-    w->now = w->base_tick = w->staged_tick = c.start_tick;
-    w->base_us = w->last_clock_us = read_clock(w);
-    return w;
 }
 
 /* Waits, lock held, until no other thread drives the wheel, runs one of
@@ -2162,7 +2156,7 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
  * returns, and must be gone before the memory is. */
 static void wait_until_alone(tw_wheel *w)
 {
-    while (w->driving || w->hooks || w->cancel_waiters) {
+    while (w->drive || w->hooks || w->cancel_waits) {
         unlock(w);
         sched_yield();
         lock(w);
@@ -2193,6 +2187,14 @@ static void release_pending(tw_wheel *w)
     }
 }
 
+static void destroy_sync(tw_wheel *w)
+{
+    lock_destroy(&w->lock);
+    pthread_mutex_destroy(&w->control);
+    pthread_mutex_destroy(&w->sleep_mutex);
+    pthread_cond_destroy(&w->wake);
+}
+
 /* Releases every pending timer and frees the wheel; lock not held, the
  * timer thread stopped, the decision to destroy taken. */
 static void teardown(tw_wheel *w)
@@ -2210,27 +2212,15 @@ static void teardown(tw_wheel *w)
     while (w->block_chunk_count)
         wheel_alloc(w, w->block_chunks[--w->block_chunk_count].memory, 0);
     wheel_alloc(w, w->block_chunks, 0);
-    if (w->lock_kind == TW_LOCK_MUTEX)
-        pthread_mutex_destroy(&w->mutex);
-    destroy_thread_state(w);
+    destroy_sync(w);
     w->realloc_fn(w, 0, w->alloc_context);
     if (on_destroy)
         on_destroy(context);
 }
 
-/* Whether another thread has begun stopping the timer thread. */
-static int timer_thread_stopping(tw_wheel *w)
-{
-    int stopping;
-    pthread_mutex_lock(&w->sleep_mutex);
-    stopping = w->thread_state == THREAD_STOPPING;
-    pthread_mutex_unlock(&w->sleep_mutex);
-    return stopping;
-}
-
-/* The end of a tw_destroy called from a callback or a hook on the driver;
- * the drive is over. The timer thread cannot join itself: it detaches and
- * frees the wheel as its last act. */
+/* The end of a tw_destroy called from a callback or a hook on the driver,
+ * once the drive is over. The timer thread cannot join itself: it detaches
+ * and frees the wheel as its last act. */
 static void finish_deferred_destroy(tw_wheel *w)
 {
     int on_timer_thread;
@@ -2247,25 +2237,366 @@ static void finish_deferred_destroy(tw_wheel *w)
     pthread_mutex_unlock(&w->sleep_mutex);
     pthread_mutex_unlock(&w->control);
     if (!on_timer_thread)
-        tw_thread_stop(w);
+        stop_thread(w);
     teardown(w);
 }
 
-/* The re-entrancy rules of tw_destroy (see timer.h): refused from the
- * driving thread and while another thread drives or runs a release hook
- * (the timer thread excepted: it is stopped and joined); from a release
- * hook that tw_cancel runs, deferred to that tw_cancel. */
-TW_EXPORT int tw_destroy(tw_wheel *w)
+/* ==== dispatch ==========================================================
+ * A queue is dispatched in place: each live entry is taken off its head
+ * under the lock and its callback runs with the lock released. Nothing new
+ * can land on that queue meanwhile (a timer due exactly now goes to the due
+ * queue that is not being run, and the near slot of now only takes timers
+ * due now), and a cancel of a node still in it leaves a stale entry that is
+ * skipped, so once tw_cancel returned 1 that callback never starts. A node
+ * is never freed while its callback runs: whatever happened to it meanwhile
+ * is settled when the callback returns. */
+
+/* Runs the callbacks of queue `list` (a due queue, or the near slot of
+ * now); lock held, dropped around each callback. */
+static int64_t run_batch(tw_wheel *w, unsigned list)
 {
-    struct hook_frame *frame, *outermost = NULL;
-    int refused;
-    if (!w)
-        return 0;
-    lock(w);
+    int64_t ran = 0;
+    uint32_t index;
+    uint64_t due;
+    prefetch_queue(w, list);
+    while ((index = pop_live(w, list, &due)) != NIL) {
+        struct node *n = node_at(w, index);
+        uint32_t generation = generation_of(n);
+        tw_callback *callback = n->callback;
+        void *user_data = n->user_data;
+        if (is_periodic(n))
+            n->state = NODE_REARMING;
+        else
+            w->live--; /* a one-shot's id dies as its callback starts */
+        w->running = index;
+        w->running_due = due;
+        w->fired++;
+        unlock(w);
+        callback(w, make_id(index, generation), user_data);
+        acquire(&w->lock, 1);
+        ran++; /* n is still the node: chunks never move */
+        if (n->state == NODE_REARMING && !w->destroying) {
+            /* A periodic timer nobody touched while it ran: fixed rate, so
+             * the next firing counts from when this one was due. Catching
+             * up (due again already) happens only on a due queue (a near
+             * slot's timers are due now, and the interval is at least 1):
+             * back onto it, behind the timers now on it, in order. */
+            uint64_t next = due + interval_of(w, index);
+            if (next <= w->now)
+                link_due(w, list, index, next);
+            else
+                schedule(w, index, n, next);
+        } else if (n->state != NODE_LINKED) {
+            /* one-shot done, cancelled meanwhile, or a periodic timer whose
+             * callback destroyed the wheel (nothing re-arms then) */
+            if (n->state == NODE_REARMING)
+                w->live--;
+            if (!n->release)
+                node_free(w, n, index);
+            else
+                finish_node(w, index);
+        }
+        w->running = NIL;
+        if (w->cancel_waits) /* they sleep until this callback is done */
+            settle_cancel_waits(w);
+    }
+    return ran;
+}
+
+/* ==== driver ============================================================
+ * tw_advance and tw_expire walk from now to a target tick, stopping only at
+ * ticks where next_event() says there is work; in between nothing changes
+ * but the counter and the staging shares, so the result equals ticking one
+ * by one. Timers already due run first; timers made due during the walk
+ * wait for the next call, so a callback re-adding itself with delay 0
+ * cannot loop forever.
+ *
+ * One guard keeps a second driver out: the lock's driver claim, taken in
+ * begin_drive before the lock and given back in end_drive. A callback
+ * re-entering finds it taken, as does another thread. While the claim is
+ * held, tw_wheel.drive points to the drive's frame on this thread's
+ * stack. */
+
+/* Starts a drive: 0 with the lock held and w->drive set to `d`, or -EBUSY
+ * (a drive in progress, or the wheel being destroyed). */
+static int begin_drive(tw_wheel *w, struct drive *d, int timer_thread)
+{
+    if (!claim_driver(&w->lock))
+        return -EBUSY;
+    acquire(&w->lock, 1);
     if (w->destroying) {
+        end_driver_claim(&w->lock);
         unlock(w);
         return -EBUSY;
     }
+    d->thread = pthread_self();
+    d->target = w->now;
+    d->timer_thread = timer_thread;
+    d->free_wheel = 0;
+    w->drive = d;
+    return 0;
+}
+
+/* Ends a drive; lock held on entry, released on return. A callback or hook
+ * that destroyed the wheel left nothing pending, so the walk has ended; the
+ * wheel is freed here, and d->free_wheel says so to the caller. */
+static void end_drive(tw_wheel *w, struct drive *d)
+{
+    w->drive = NULL;
+    end_driver_claim(&w->lock);
+    unlock(w);
+    if (d->free_wheel)
+        finish_deferred_destroy(w);
+}
+
+/* Walks to `target`; lock held on entry (from begin_drive), released on
+ * return. Returns the callbacks run. */
+static int64_t drive(tw_wheel *w, struct drive *d, uint64_t target)
+{
+    int64_t ran;
+    unsigned list = w->due_list;
+    d->target = target;
+    w->due_list = list == LIST_DUE_A ? LIST_DUE_B : LIST_DUE_A;
+    ran = run_batch(w, list);
+    for (;;) {
+        uint64_t step = next_event(w);
+        if (step == TW_NEVER || step > target - w->now)
+            break;
+        w->now += step;
+        stage(w);
+        list = (unsigned)w->now & NEAR_RING_MASK;
+        if (w->queues[list].count)
+            ran += run_batch(w, list);
+    }
+    if (w->now != target) {
+        w->now = target;
+        stage(w); /* the share of the ticks walked since the last event */
+    }
+    end_drive(w, d);
+    return ran;
+}
+
+/* tw_expire, and the timer thread's call of it. */
+static int64_t expire(tw_wheel *w, struct drive *d, int timer_thread)
+{
+    uint64_t target;
+    if (begin_drive(w, d, timer_thread))
+        return -EBUSY;
+    target = expire_target(w);
+    if (target == TW_NEVER) {
+        end_drive(w, d); /* the one call that runs nothing, not even timers
+                            already due */
+        return -ERANGE;
+    }
+    return drive(w, d, target);
+}
+
+static int64_t advance(tw_wheel *w, uint64_t ticks)
+{
+    struct drive d;
+    if (begin_drive(w, &d, 0))
+        return -EBUSY;
+    set_mode(w, mode_after_advance);
+    if (ticks > TW_MAX_TICK - w->now) {
+        end_drive(w, &d);
+        return -ERANGE;
+    }
+    return drive(w, &d, w->now + ticks);
+}
+
+/* ==== timer thread ======================================================
+ * skynet's dedicated timer thread: tw_expire every period, sleeping on a
+ * condition variable so that stop wakes it at once. */
+
+static void *timer_thread_main(void *argument)
+{
+    tw_wheel *w = argument;
+    struct timespec deadline;
+    struct drive d;
+    pthread_mutex_lock(&w->sleep_mutex);
+    while (w->thread_state == THREAD_RUNNING) {
+        pthread_mutex_unlock(&w->sleep_mutex);
+        d.free_wheel = 0;
+        expire(w, &d, 1);
+        if (d.free_wheel)
+            return NULL; /* a callback destroyed the wheel; detached */
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_nsec += (long)(w->period_us % 1000000u) * 1000;
+        deadline.tv_sec += (time_t)(w->period_us / 1000000u);
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_nsec -= 1000000000L;
+            deadline.tv_sec++;
+        }
+        pthread_mutex_lock(&w->sleep_mutex);
+        while (w->thread_state == THREAD_RUNNING &&
+               pthread_cond_timedwait(&w->wake, &w->sleep_mutex, &deadline) == 0)
+            ;
+    }
+    pthread_mutex_unlock(&w->sleep_mutex);
+    return NULL;
+}
+
+TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
+{
+    int error;
+    if (!w || period_us == 0 || w->lock.kind == TW_LOCK_NONE)
+        return -EINVAL;
+    lock(w); /* a thread started now would outlive the wheel */
+    error = w->destroying;
+    if (!error)
+        set_mode(w, mode_after_expire);
+    unlock(w);
+    /* Looked at before taking `control`: a stopper holds it while joining,
+     * and this caller may be the very thread it joins. */
+    if (error || timer_thread_state(w) != THREAD_IDLE)
+        return -EBUSY;
+    pthread_mutex_lock(&w->control);
+    pthread_mutex_lock(&w->sleep_mutex);
+    error = w->thread_state != THREAD_IDLE ? EBUSY : 0;
+    if (!error) {
+        w->period_us = period_us;
+        w->thread_state = THREAD_RUNNING;
+        error = pthread_create(&w->thread, NULL, timer_thread_main, w);
+        if (error)
+            w->thread_state = THREAD_IDLE;
+    }
+    pthread_mutex_unlock(&w->sleep_mutex);
+    pthread_mutex_unlock(&w->control);
+    return -error;
+}
+
+TW_EXPORT int tw_thread_stop(tw_wheel *w)
+{
+    return w ? stop_thread(w) : -EINVAL;
+}
+
+/* ==== API: wheels ======================================================= */
+
+TW_EXPORT void tw_config_init(struct tw_config *config)
+{
+    if (!config)
+        return;
+    memset(config, 0, sizeof *config);
+    config->size = sizeof *config;
+    config->tick_us = 1000;
+    config->lock = TW_LOCK_ADAPTIVE;
+    config->clock = TW_CLOCK_MONOTONIC;
+}
+
+/* A config from a newer header may be longer: its extra bytes must be zero,
+ * or the caller asked for something this library cannot do. One from an
+ * older header is shorter: the fields it lacks take their defaults (1.0's
+ * config ended before `drive`). NULL is the defaults. */
+#define CONFIG_SIZE_1_0 offsetof(struct tw_config, drive)
+
+static int config_read(const struct tw_config *config, struct tw_config *c)
+{
+    const unsigned char *bytes = (const unsigned char *)config;
+    size_t i;
+    tw_config_init(c);
+    if (!config)
+        return 1;
+    if (config->size < CONFIG_SIZE_1_0)
+        return 0;
+    for (i = sizeof *c; i < config->size; i++)
+        if (bytes[i])
+            return 0;
+    memcpy(c, config, config->size < sizeof *c ? config->size : sizeof *c);
+    return c->tick_us >= TW_MIN_TICK_US && c->tick_us <= TW_MAX_TICK_US &&
+           (unsigned)c->lock <= TW_LOCK_ADAPTIVE &&
+           (unsigned)c->clock <= TW_CLOCK_MONOTONIC_COARSE &&
+           c->start_tick <= TW_MAX_TICK && (unsigned)c->drive <= TW_DRIVE_TICKS;
+}
+
+/* The lock, and the mutexes and condition the timer thread and cancel
+ * waits use; 0, or an error with nothing left to destroy. */
+static int init_sync(tw_wheel *w, int lock_kind)
+{
+    pthread_condattr_t attributes;
+    int error = pthread_condattr_init(&attributes);
+    if (error)
+        return error;
+    error = pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+    if (!error)
+        error = pthread_cond_init(&w->wake, &attributes);
+    pthread_condattr_destroy(&attributes);
+    if (error)
+        return error;
+    error = pthread_mutex_init(&w->sleep_mutex, NULL);
+    if (error)
+        goto no_sleep_mutex;
+    error = pthread_mutex_init(&w->control, NULL);
+    if (error)
+        goto no_control;
+    error = lock_init(&w->lock, lock_kind);
+    if (!error)
+        return 0;
+    pthread_mutex_destroy(&w->control);
+no_control:
+    pthread_mutex_destroy(&w->sleep_mutex);
+no_sleep_mutex:
+    pthread_cond_destroy(&w->wake);
+    return error;
+}
+
+/* Everything but the lock and the thread state, from a valid config. */
+static void wheel_init(tw_wheel *w, const struct tw_config *c, tw_realloc_fn *realloc_fn)
+{
+    unsigned list;
+    memset(w, 0, sizeof *w);
+    w->realloc_fn = realloc_fn;
+    w->alloc_context = c->alloc_context;
+    w->bytes = sizeof *w;
+    for (list = 0; list < LIST_COUNT; list++)
+        w->queues[list].head = w->queues[list].tail =
+            w->queues[list].compact_read = NO_POSITION;
+    w->free_head = NIL;
+    w->free_block = NIL;
+    w->running = NIL;
+    w->due_list = LIST_DUE_A;
+    w->max_timers = c->max_timers ? c->max_timers : UINT64_MAX;
+    w->on_destroy = c->on_destroy;
+    w->context = c->context;
+    w->now = w->staged_tick = c->start_tick;
+    clock_init(w, c);
+}
+
+TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
+{
+    struct tw_config c;
+    tw_realloc_fn *realloc_fn;
+    tw_wheel *w;
+    int error;
+    if (!config_read(config, &c)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    realloc_fn = c.realloc_fn ? c.realloc_fn : libc_realloc;
+    w = realloc_fn(NULL, sizeof *w, c.alloc_context);
+    if (!w) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    wheel_init(w, &c, realloc_fn);
+    error = init_sync(w, c.lock);
+    if (error) {
+        realloc_fn(w, 0, c.alloc_context);
+        errno = error;
+        return NULL;
+    }
+    return w;
+}
+
+/* tw_destroy's decision under the lock, by its re-entrancy rules (see
+ * timer.h): -EBUSY; 0 when this call is done, the destroy finished by the
+ * drive or by the outermost tw_cancel running a hook on this thread; or 1
+ * to stop the timer thread and tear the wheel down. */
+static int destroy_decision(tw_wheel *w)
+{
+    struct hook_frame *frame, *outermost = NULL;
+    int timer_thread = timer_thread_drives(w);
+    if (w->destroying)
+        return -EBUSY;
     if (on_driver_thread(w)) {
         /* From a callback or a hook on the driver (a cancel's hook inside
          * a callback included): every pending timer is released now, as a
@@ -2273,13 +2604,10 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
          * driving call frees the wheel as it returns. Not on a timer thread
          * that another thread is stopping: that one joins it, and is
          * using the wheel after this call. */
-        if (w->timer_thread_driving && timer_thread_stopping(w)) {
-            unlock(w);
+        if (timer_thread && timer_thread_state(w) == THREAD_STOPPING)
             return -EBUSY;
-        }
-        w->free_after_drive = 1;
+        w->drive->free_wheel = 1;
         release_pending(w);
-        unlock(w);
         return 0;
     }
     for (frame = w->hooks; frame; frame = frame->next)
@@ -2291,21 +2619,30 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
          * so no caller further in still holds a wheel that was freed. */
         outermost->destroy = 1;
         w->destroying = 1; /* adds fail from here, as in the teardown */
-        unlock(w);
         return 0;
     }
     /* The timer thread's own hooks are part of its drive, like its
-     * callbacks: tw_thread_stop below waits for them. Hooks of other
+     * callbacks: stopping the thread waits for them. Hooks of other
      * threads' cancels, or another driver, are the caller's race. */
-    refused = w->driving && !w->timer_thread_driving;
     for (frame = w->hooks; frame; frame = frame->next)
-        if (!w->timer_thread_driving || !pthread_equal(frame->thread, w->driver))
-            refused = 1;
+        if (!timer_thread || !pthread_equal(frame->thread, w->drive->thread))
+            return -EBUSY;
+    return w->drive && !timer_thread ? -EBUSY : 1;
+}
+
+TW_EXPORT int tw_destroy(tw_wheel *w)
+{
+    int decision;
+    if (!w)
+        return 0;
+    lock(w);
+    decision = destroy_decision(w);
     unlock(w);
-    if (refused)
-        return -EBUSY; /* nothing touched, the timer thread still runs */
-    if (tw_thread_stop(w) == -EDEADLK)
-        return -EBUSY;
+    if (decision <= 0)
+        return decision;
+    /* Not the timer thread, whose calls all come from its drive: so the
+     * stop cannot fail. */
+    stop_thread(w);
     teardown(w);
     return 0;
 }
@@ -2339,43 +2676,36 @@ TW_EXPORT tw_id tw_add_ex(tw_wheel *w, uint64_t delay, uint64_t interval,
  * line so that the common case stays a short function. */
 static COLD int cancel_rest(tw_wheel *w, struct node *n, uint32_t index)
 {
-    int cancelled = 0;
-    if (n && n->state == NODE_LINKED) {
-        unlink_node(w, n);
+    int cancelled;
+    uint32_t generation;
+    if (!n) {
+        unlock(w);
+        return 0;
+    }
+    cancelled = n->state == NODE_LINKED || n->state == NODE_REARMING;
+    if (cancelled) {
+        if (n->state == NODE_LINKED)
+            unlink_node(w, n);
         w->live--;
         w->cancelled++;
-        cancelled = 1;
-        if (w->running != index) {
-            int destroy = finish_node(w, index);
-            unlock(w);
-            if (destroy) { /* tw_destroy was called by the release hook */
-                tw_thread_stop(w);
-                teardown(w);
-            }
-            return 1;
+        n->state = NODE_CANCELLED; /* its callback runs: settled after it */
+    }
+    if (cancelled && w->running != index) {
+        int destroy = finish_node(w, index);
+        unlock(w);
+        if (destroy) { /* tw_destroy was called by the release hook */
+            stop_thread(w);
+            teardown(w);
         }
-        n->state = NODE_CANCELLED; /* rescheduled while running: settle later */
-    } else if (n && n->state == NODE_DETACHED && is_periodic(n)) {
-        n->state = NODE_CANCELLED;
-        w->live--;
-        w->cancelled++;
-        cancelled = 1;
+        return 1;
     }
     /* Its callback is running on the driver: wait for it (and its release)
-     * to finish, unless this is that callback calling. Asleep, not polling
-     * the lock: a waiter that keeps retaking the lock can keep the driver
-     * from ever finishing the callback on a busy machine. */
-    if (n && w->lock_kind != TW_LOCK_NONE && !on_driver_thread(w)) {
-        uint32_t generation = generation_of(n);
-        while (w->running == index && generation_of(node_at(w, index)) == generation) {
-            unsigned seen = spin_load(&w->callbacks_done);
-            w->cancel_waiters++;
-            unlock(w);
-            park(&w->callbacks_done, seen);
-            lock(w);
-            w->cancel_waiters--;
-        }
-    }
+     * to finish, unless this is that callback calling. TW_LOCK_NONE has no
+     * other thread to wait for. */
+    generation = generation_of(n);
+    while (w->lock.kind != TW_LOCK_NONE && !on_driver_thread(w) &&
+           w->running == index && generation_of(n) == generation)
+        wait_for_callback(w);
     unlock(w);
     return cancelled;
 }
@@ -2408,6 +2738,7 @@ static int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
     uint32_t index;
     struct node *n;
     uint64_t clock, due;
+    int result = 1;
     if (!w)
         return -EINVAL;
     if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
@@ -2415,19 +2746,15 @@ static int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
     clock = call_clock(w);
     lock(w);
     n = node_of(w, id, &index);
-    if (!n || w->destroying ||
-        !(n->state == NODE_LINKED || (n->state == NODE_DETACHED && is_periodic(n)))) {
+    if (!n || w->destroying || !(n->state == NODE_LINKED || n->state == NODE_REARMING))
+        result = 0;
+    else if ((due = due_of(w, delay, clock)) == TW_NEVER)
+        result = -ERANGE;
+    else if (reserve_entries(w, 1))
+        result = -ENOMEM;
+    if (result != 1) {
         unlock(w);
-        return 0;
-    }
-    due = clock == NO_READING ? w->now + delay : due_of_call(w, delay, clock);
-    if (due == TW_NEVER) {
-        unlock(w);
-        return -ERANGE;
-    }
-    if (reserve_entries(w, 1)) {
-        unlock(w);
-        return -ENOMEM;
+        return result;
     }
     if (n->state == NODE_LINKED)
         unlink_node(w, n);
@@ -2452,25 +2779,6 @@ TW_EXPORT int tw_reschedule_ex(tw_wheel *w, tw_id id, uint64_t delay, uint64_t i
     return reschedule(w, id, delay, interval);
 }
 
-/* Ticks from now to a timer's next firing, TW_NEVER when not live; lock
- * held. */
-static uint64_t remaining_locked(const tw_wheel *w, tw_id id)
-{
-    uint32_t index;
-    const struct node *n = node_of(w, id, &index);
-    uint64_t result = TW_NEVER;
-    if (n && n->state == NODE_LINKED && (n->list & DUE_FLAG)) {
-        result = 0; /* the next call runs it, whatever its due tick */
-    } else if (n && n->state == NODE_LINKED) {
-        uint64_t due = due_tick(w, n);
-        result = due > w->now ? due - w->now : 0;
-    } else if (n && n->state == NODE_DETACHED && is_periodic(n)) {
-        uint64_t next = w->running_due + interval_of(w, index);
-        result = next > w->now ? next - w->now : 0;
-    }
-    return result;
-}
-
 TW_EXPORT uint64_t tw_remaining(tw_wheel *w, tw_id id)
 {
     uint64_t result;
@@ -2491,71 +2799,15 @@ TW_EXPORT uint64_t tw_gettime(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static int64_t expire(tw_wheel *w, int timer_thread, int *destroyed)
-{
-    uint64_t clock, elapsed, target, rebases;
-    /* Claim the driver role first, then read the clock unlocked (a clock_fn
-     * may be slow). An add may record a newer reading meanwhile: ours then
-     * looks lower, and settle_reading reads again under the lock. An add
-     * that re-based meanwhile (it saw the clock step back) makes ours
-     * possibly from before the step, higher than the clock now: read again
-     * after it. */
-    if (begin_drive(w))
-        return -EBUSY;
-    w->driving = 1;
-    w->drive_target = w->now;
-    w->timer_thread_driving = timer_thread;
-    w->driver = pthread_self();
-    rebases = w->rebases;
-    unlock(w);
-    clock = read_clock(w);
-    acquire(w, 1);
-    if (w->rebases != rebases)
-        clock = read_clock(w);
-    if (spin_load(&w->drive) == TW_DRIVE_AUTO)
-        spin_store(&w->drive, (unsigned)TW_DRIVE_CLOCK);
-    w->ticks_only = 0;
-    /* After a re-base the clock lies in tick `now` when the last reading was
-     * this driver's; it lies further on when the last was an add's (the
-     * wheel had not caught up with it): either way, walk to it. */
-    clock = settle_reading(w, clock);
-    /* A reference point ahead of the clock (a re-base kept tw_advance's
-     * lead): no tick yet. */
-    elapsed = clock > w->base_us ? (clock - w->base_us) / w->tick_us : 0;
-    if (elapsed > TW_MAX_TICK - w->base_tick) {
-        /* the one call that runs nothing, not even timers already due */
-        w->driving = w->timer_thread_driving = 0;
-        unlock(w);
-        end_drive_claim(w);
-        return -ERANGE;
-    }
-    target = w->base_tick + elapsed;
-    return drive(w, target > w->now ? target : w->now, destroyed);
-}
-
 TW_EXPORT int64_t tw_expire(tw_wheel *w)
 {
-    if (!w)
-        return -EINVAL;
-    return expire(w, 0, NULL);
+    struct drive d;
+    return w ? expire(w, &d, 0) : -EINVAL;
 }
 
 TW_EXPORT int64_t tw_advance(tw_wheel *w, uint64_t ticks)
 {
-    if (!w)
-        return -EINVAL;
-    if (begin_drive(w))
-        return -EBUSY;
-    if (spin_load(&w->drive) == TW_DRIVE_AUTO) {
-        spin_store(&w->drive, (unsigned)TW_DRIVE_TICKS);
-        w->ticks_only = 1;
-    }
-    if (ticks > TW_MAX_TICK - w->now) {
-        unlock(w);
-        end_drive_claim(w);
-        return -ERANGE;
-    }
-    return drive(w, w->now + ticks, NULL);
+    return w ? advance(w, ticks) : -EINVAL;
 }
 
 TW_EXPORT uint64_t tw_next_expiry(tw_wheel *w)
@@ -2571,29 +2823,27 @@ TW_EXPORT uint64_t tw_next_expiry(tw_wheel *w)
 
 TW_EXPORT int32_t tw_timeout_ms(tw_wheel *w)
 {
-    uint64_t ticks, due_us = UINT64_MAX, last_us = 0, wait_us;
+    uint64_t ticks, due_us = 0, last_us, clock, wait_us;
     int by_clock;
     if (!w)
         return -1;
     lock(w);
     ticks = next_expiry_locked(w, 0);
-    by_clock = !w->ticks_only;
-    if (by_clock && ticks != TW_NEVER && ticks != 0) {
-        due_us = tick_start_us(w, ticks);
-        last_us = w->last_clock_us;
-    }
-    unlock(w);
-    if (ticks == TW_NEVER || ticks == 0)
+    by_clock = clock_mode(w) != MODE_TICKS;
+    last_us = w->clock.last_us;
+    if (ticks == TW_NEVER || ticks == 0) {
+        unlock(w);
         return ticks == 0 ? 0 : -1;
-    wait_us = ticks > UINT64_MAX / w->tick_us ? UINT64_MAX : ticks * w->tick_us;
-    if (by_clock) {
-        /* Read after the lock: a later reading can only shorten the wait.
-         * A clock that went back makes the next tw_expire re-base, after
-         * which the timer is `ticks` whole ticks away: wait_us stands. */
-        uint64_t clock = read_clock(w);
-        if (clock >= last_us)
-            wait_us = due_us > clock ? due_us - clock : 0;
     }
+    if (by_clock)
+        due_us = tick_start_us(w, ticks);
+    unlock(w);
+    wait_us = ticks > UINT64_MAX / w->clock.tick_us ? UINT64_MAX : ticks * w->clock.tick_us;
+    /* Read after the lock: a later reading can only shorten the wait. A
+     * clock that went back makes the next tw_expire re-base, after which
+     * the timer is `ticks` whole ticks away: wait_us stands. */
+    if (by_clock && (clock = read_clock(w)) >= last_us)
+        wait_us = due_us > clock ? due_us - clock : 0;
     wait_us = wait_us / 1000 + (wait_us % 1000 != 0);
     return wait_us > INT32_MAX ? INT32_MAX : (int32_t)wait_us;
 }
@@ -2611,12 +2861,12 @@ TW_EXPORT uint64_t tw_clock_us(tw_wheel *w)
 /* Lock held on entry, released on return. `ticks` from now (TW_NEVER for
  * none) as the clock reading at which that tick's tw_expire() runs it: the
  * tick's start by the reference point, which tw_expire() counts from. A
- * wheel the clock does not drive has no such point: its ticks are placed
+ * wheel only tw_advance drives has no such point: its ticks are placed
  * from the clock as it reads now, one tick length each. */
 static uint64_t deadline_unlock(tw_wheel *w, uint64_t ticks)
 {
     uint64_t result = TW_NEVER;
-    if (ticks == TW_NEVER || !w->ticks_only) {
+    if (ticks == TW_NEVER || clock_mode(w) != MODE_TICKS) {
         if (ticks != TW_NEVER)
             result = tick_start_us(w, ticks);
         unlock(w);
@@ -2640,108 +2890,6 @@ TW_EXPORT uint64_t tw_next_deadline_us(tw_wheel *w)
         return TW_NEVER;
     lock(w);
     return deadline_unlock(w, next_expiry_locked(w, 0));
-}
-
-/* ==== API: timer thread =================================================
- * skynet's dedicated timer thread: tw_expire every period, sleeping on a
- * condition variable so that stop wakes it at once. */
-
-static void *timer_thread_main(void *argument)
-{
-    tw_wheel *w = argument;
-    struct timespec deadline;
-    pthread_mutex_lock(&w->sleep_mutex);
-    while (w->thread_state == THREAD_RUNNING) {
-        pthread_mutex_unlock(&w->sleep_mutex);
-        int destroyed = 0;
-        expire(w, 1, &destroyed);
-        if (destroyed)
-            return NULL; /* a callback destroyed the wheel; detached */
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_nsec += (long)(w->period_us % 1000000u) * 1000;
-        deadline.tv_sec += (time_t)(w->period_us / 1000000u);
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_nsec -= 1000000000L;
-            deadline.tv_sec++;
-        }
-        pthread_mutex_lock(&w->sleep_mutex);
-        while (w->thread_state == THREAD_RUNNING &&
-               pthread_cond_timedwait(&w->wake, &w->sleep_mutex, &deadline) == 0)
-            ;
-    }
-    pthread_mutex_unlock(&w->sleep_mutex);
-    return NULL;
-}
-
-TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
-{
-    int error;
-    if (!w || period_us == 0 || w->lock_kind == TW_LOCK_NONE)
-        return -EINVAL;
-    lock(w); /* a thread started now would outlive the wheel */
-    error = w->destroying;
-    if (!error) {
-        if (spin_load(&w->drive) == TW_DRIVE_AUTO)
-            spin_store(&w->drive, (unsigned)TW_DRIVE_CLOCK);
-        w->ticks_only = 0;
-    }
-    unlock(w);
-    if (error)
-        return -EBUSY;
-    /* Checked before taking `control`: a stopper holds it while joining,
-     * and this caller may be the very thread it joins. */
-    pthread_mutex_lock(&w->sleep_mutex);
-    error = w->thread_state != THREAD_IDLE;
-    pthread_mutex_unlock(&w->sleep_mutex);
-    if (error)
-        return -EBUSY;
-    pthread_mutex_lock(&w->control);
-    pthread_mutex_lock(&w->sleep_mutex);
-    if (w->thread_state != THREAD_IDLE) {
-        pthread_mutex_unlock(&w->sleep_mutex);
-        pthread_mutex_unlock(&w->control);
-        return -EBUSY;
-    }
-    w->period_us = period_us;
-    w->thread_state = THREAD_RUNNING;
-    error = pthread_create(&w->thread, NULL, timer_thread_main, w);
-    if (error)
-        w->thread_state = THREAD_IDLE;
-    pthread_mutex_unlock(&w->sleep_mutex);
-    pthread_mutex_unlock(&w->control);
-    return -error;
-}
-
-TW_EXPORT int tw_thread_stop(tw_wheel *w)
-{
-    int state;
-    if (!w)
-        return -EINVAL;
-    pthread_mutex_lock(&w->sleep_mutex);
-    state = w->thread_state;
-    if (state != THREAD_IDLE && pthread_equal(w->thread, pthread_self())) {
-        pthread_mutex_unlock(&w->sleep_mutex);
-        return -EDEADLK;
-    }
-    pthread_mutex_unlock(&w->sleep_mutex);
-    if (state == THREAD_IDLE)
-        return 0;
-    pthread_mutex_lock(&w->control); /* a second stopper waits for the first */
-    pthread_mutex_lock(&w->sleep_mutex);
-    if (w->thread_state != THREAD_RUNNING) {
-        pthread_mutex_unlock(&w->sleep_mutex);
-        pthread_mutex_unlock(&w->control);
-        return 0;
-    }
-    w->thread_state = THREAD_STOPPING;
-    pthread_cond_signal(&w->wake);
-    pthread_mutex_unlock(&w->sleep_mutex);
-    pthread_join(w->thread, NULL);
-    pthread_mutex_lock(&w->sleep_mutex);
-    w->thread_state = THREAD_IDLE;
-    pthread_mutex_unlock(&w->sleep_mutex);
-    pthread_mutex_unlock(&w->control);
-    return 0;
 }
 
 /* ==== API: inspection =================================================== */
@@ -2775,12 +2923,15 @@ TW_EXPORT void *tw_context(tw_wheel *w)
 
 TW_EXPORT uint32_t tw_tick_us(tw_wheel *w)
 {
-    return w ? w->tick_us : 0;
+    return w ? w->clock.tick_us : 0;
 }
 
 TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
 {
     struct tw_stats s;
+    uint64_t *group_count[] = {&s.pending_near,     &s.pending_level[0],
+                               &s.pending_level[1], &s.pending_level[2],
+                               &s.pending_level[3], &s.pending_due};
     unsigned list;
     size_t size;
     if (!w || !stats || stats->size < 8)
@@ -2788,20 +2939,12 @@ TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
     size = stats->size < sizeof s ? stats->size : sizeof s;
     memset(&s, 0, sizeof s);
     s.size = (uint32_t)size;
-    s.tick_us = w->tick_us;
+    s.tick_us = w->clock.tick_us;
     lock(w);
     s.now = w->now;
     s.pending = w->live;
-    for (list = 0; list < LIST_COUNT; list++) { /* not kept on the hot paths */
-        int group = group_of(list);
-        uint64_t count = w->queues[list].count;
-        if (group == 0)
-            s.pending_near += count;
-        else if (group <= LEVELS)
-            s.pending_level[group - 1] += count;
-        else
-            s.pending_due += count;
-    }
+    for (list = 0; list < LIST_COUNT; list++) /* not kept on the hot paths */
+        *group_count[group_of(list)] += w->queues[list].count;
     s.pool_capacity = (uint64_t)w->chunk_count * CHUNK_NODES;
     s.pool_free = w->free_count + (s.pool_capacity - w->used);
     s.bytes = w->bytes;
@@ -2813,12 +2956,58 @@ TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
     s.rebases = w->rebases;
     if (size >= offsetof(struct tw_stats, next_expiry_exact) + sizeof s.next_expiry_exact)
         s.next_expiry_exact = next_expiry_locked(w, 1); /* may read a slot */
+    s.broken_invariant = w->broken;
     unlock(w);
     memcpy(stats, &s, size);
     return 0;
 }
 
-/* The phase of a walk over a queue under compaction at `position`. */
+/* ==== checker ===========================================================
+ * tw_check walks everything the lock guards and names the first invariant
+ * it finds broken (tw_stats.broken_invariant), one checker per part: the
+ * lock and the drive, the clock, the slots (each queue: its entries, counts,
+ * bit, placement, least tick, compaction), the pool and the blocks. A value
+ * that fails is recorded and the walk goes on; a link that fails (an index
+ * out of range) ends that walk, which would otherwise read outside the
+ * wheel. */
+
+struct verdict {
+    const char *broken;     /* the first invariant found broken, or NULL */
+    uint64_t linked;        /* live entries seen in the queues */
+    uint64_t entries;       /* entries, live and stale */
+    uint64_t blocks;        /* blocks the queues hold */
+};
+
+/* Records `what` as broken unless `holds`; returns `holds`. */
+static int check(struct verdict *v, int holds, const char *what)
+{
+    if (!holds && !v->broken)
+        v->broken = what;
+    return holds;
+}
+
+static void check_drive(const tw_wheel *w, struct verdict *v)
+{
+    check(v, lock_held(&w->lock), "the lock is held while the checker runs");
+    check(v, !w->drive || lock_driver_claimed(&w->lock),
+          "a drive in progress holds the driver claim");
+    check(v, w->due_list == LIST_DUE_A || w->due_list == LIST_DUE_B,
+          "the collecting due queue is one of the two");
+    check(v, w->running == NIL || w->running < w->used,
+          "the running callback's node has been handed out");
+}
+
+static void check_clock(const tw_wheel *w, struct verdict *v)
+{
+    check(v, clock_mode(w) <= MODE_TICKS_CLOCKED, "the drive mode is known");
+    check(v, w->clock.base_tick <= w->now,
+          "the clock's reference tick is not ahead of now");
+    check(v, w->staged_tick <= w->now, "the staging is not ahead of now");
+}
+
+/* The phase of a walk over a queue under compaction at `position`: before
+ * its write cursor (0), between the cursors where all entries are stale
+ * (1), past its read cursor or none under way (2). */
 static int compact_phase(const struct queue *q, int phase, uint32_t position)
 {
     if (phase == 0 && position == q->compact_write)
@@ -2849,151 +3038,191 @@ static int may_hold(unsigned list, uint32_t expire, uint32_t time)
     return 0;
 }
 
-/* Walks every queue, the nodes and both free lists; lock held. Returns 1 if
- * consistent. */
-static int consistent(const tw_wheel *w)
+/* A live entry's due tick against the slot holding it. Due queues hold
+ * any tick up to now (or the drive's target). */
+static void check_placement(const tw_wheel *w, unsigned list, uint32_t expire,
+                            struct verdict *v)
 {
-    uint64_t linked = 0, free_nodes = 0, live, entries = 0, placed = 0;
-    uint64_t blocks = 0, free_blocks = 0;
-    uint32_t time = (uint32_t)w->now, index, block;
-    unsigned list;
-    if (w->staged_tick > w->now)
-        return 0;
-    for (list = 0; list < LIST_SLOTS / 64; list++)
-        if (!w->occupied[list] != !((w->occupied_words >> list) & 1))
-            return 0;
-    for (list = 0; list < LIST_COUNT; list++) {
-        const struct queue *q = &w->queues[list];
-        uint32_t position = q->head, left, live_entries = 0;
-        uint32_t least = UINT32_MAX; /* distance from time, live entries */
-        /* a compaction in progress: before its write cursor (0), between
-         * the cursors where all entries are stale (1), past its read cursor
-         * or none under way (2) */
-        int phase = q->compact_read == NO_POSITION ? 2 : 0;
-        uint32_t holes = 0;
-        if ((q->count == 0) != (q->entries == 0) || q->count > q->entries ||
-            (q->entries == 0) != (q->head == NO_POSITION) ||
-            (q->entries == 0 && phase != 2))
-            return 0;
-        if (list < LIST_SLOTS &&
-            (int)((w->occupied[list >> 6] >> (list & 63)) & 1) != (q->count != 0))
-            return 0;
-        if (q->entries)
-            blocks++;
-        for (left = q->entries; left > 0; left--, position++) {
-            const struct node *n;
-            phase = compact_phase(q, phase, position);
-            if ((position & OFFSET_MASK) == BLOCK_ENTRIES) {
-                position = block_of(w, position - 1)->next;
-                if (position >= block_count(w) || ++blocks > block_count(w))
-                    return 0;
-                position <<= POSITION_BITS;
-                phase = compact_phase(q, phase, position);
-            }
-            if ((position & OFFSET_MASK) >= BLOCK_ENTRIES ||
-                (position >> POSITION_BITS) >= block_count(w))
-                return 0;
-            index = entry_at(w, position);
-            if (index >= w->used)
-                return 0;
-            if (phase == 1) {
-                if (entry_live(w, index, position))
-                    return 0;
-                holes++;
-            }
-            if (!entry_live(w, index, position))
-                continue;
-            n = node_at(w, index);
-            if (list_of(n) != list)
-                return 0;
-            /* the slot being dispatched holds timers due now */
-            if (list < LIST_SLOTS && list != w->dispatching &&
-                (n->expire == time || !may_hold(list, n->expire, time) ||
-                 (uint32_t)(n->expire - time) > TW_MAX_DELAY))
-                return 0;
-            if (list == w->dispatching && list < LIST_LEVEL0 && n->expire != time)
-                return 0;
-            linked++;
-            live_entries++;
-            if ((uint32_t)(n->expire - time) < least)
-                least = n->expire - time;
-        }
-        /* a level slot's cached least is a lower bound, exact unless stale */
-        if (list >= LIST_LEVEL0 && list < LIST_SLOTS && q->count) {
-            unsigned slot = list - LIST_LEVEL0;
-            uint32_t cached = w->least[slot] - time;
-            int stale = (int)((w->least_stale[slot >> 6] >> (slot & 63)) & 1);
-            if (cached > least || (!stale && cached != least) || cached == 0)
-                return 0;
-        }
-        if (live_entries != q->count || position != q->tail ||
-            (q->entries && block_of(w, q->tail - 1)->next != NIL))
-            return 0;
-        if (q->compact_read != NO_POSITION &&
-            (compact_phase(q, phase, position) != 2 || holes != q->compact_holes))
-            return 0;
-        entries += q->entries;
+    uint32_t time = (uint32_t)w->now;
+    if (list >= LIST_SLOTS)
+        return;
+    if (list == (time & NEAR_RING_MASK)) {
+        check(v, w->drive && expire == time,
+              "the near slot of now holds only timers due now, while driving");
+        return;
     }
-    /* every placed node has its one live entry (positions are unique) */
+    check(v, expire != time && may_hold(list, expire, time),
+          "a slot holds only timers its span (or the staging into it) allows");
+    check(v, (uint32_t)(expire - time) <= TW_MAX_DELAY,
+          "a slot holds only timers at most TW_MAX_DELAY ahead");
+}
+
+/* A level slot's cached least tick against `least`, the least distance
+ * from now among its live entries. */
+static void check_least(const tw_wheel *w, unsigned slot, uint32_t least,
+                        struct verdict *v)
+{
+    uint32_t cached = w->least[slot] - (uint32_t)w->now;
+    int stale = (int)((w->least_stale[slot >> 6] >> (slot & 63)) & 1);
+    check(v, cached <= least && cached != 0,
+          "a level slot's least tick is a lower bound on its timers, ahead of now");
+    check(v, stale || cached == least,
+          "a level slot's least tick is exact unless marked stale");
+}
+
+/* The header of queue `list`, before its entries are walked. */
+static void check_queue_header(const tw_wheel *w, unsigned list, struct verdict *v)
+{
+    const struct queue *q = &w->queues[list];
+    check(v, (q->count == 0) == (q->entries == 0) && q->count <= q->entries,
+          "a queue's live entries are among its entries, and it has some exactly when it has live ones");
+    check(v, (q->entries == 0) == (q->head == NO_POSITION),
+          "a queue holds blocks exactly when it has entries");
+    check(v, q->entries || q->compact_read == NO_POSITION,
+          "an empty queue is not under compaction");
+    check(v, list >= LIST_SLOTS ||
+                 (int)((w->occupied[list >> 6] >> (list & 63)) & 1) == (q->count != 0),
+          "a slot's occupancy bit is set exactly when it holds a live entry");
+}
+
+static void check_queue(const tw_wheel *w, unsigned list, struct verdict *v)
+{
+    const struct queue *q = &w->queues[list];
+    uint32_t time = (uint32_t)w->now, position = q->head, left, index;
+    uint32_t live = 0, holes = 0, least = UINT32_MAX; /* distance from time */
+    int phase = q->compact_read == NO_POSITION ? 2 : 0, is_live;
+    check_queue_header(w, list, v);
+    v->blocks += q->entries != 0;
+    for (left = q->entries; left > 0; left--, position++) {
+        const struct node *n;
+        phase = compact_phase(q, phase, position);
+        if ((position & OFFSET_MASK) == BLOCK_ENTRIES) {
+            position = block_of(w, position - 1)->next;
+            if (!check(v, position < block_count(w) && ++v->blocks <= block_count(w),
+                       "a queue's blocks are a chain of blocks that exist"))
+                return;
+            position <<= POSITION_BITS;
+            phase = compact_phase(q, phase, position);
+        }
+        if (!check(v, (position & OFFSET_MASK) < BLOCK_ENTRIES &&
+                          (position >> POSITION_BITS) < block_count(w),
+                   "a queue's positions lie in blocks that exist") ||
+            !check(v, (index = entry_at(w, position)) < w->used,
+                   "an entry names a node handed out"))
+            return;
+        is_live = entry_live(w, index, position);
+        check(v, phase != 1 || !is_live,
+              "compaction leaves only stale entries between its cursors");
+        holes += phase == 1;
+        if (!is_live)
+            continue;
+        n = node_at(w, index);
+        check(v, list_of(n) == list, "a placed node names the queue holding its entry");
+        check_placement(w, list, n->expire, v);
+        live++;
+        if ((uint32_t)(n->expire - time) < least)
+            least = n->expire - time;
+    }
+    check(v, live == q->count, "a queue's live count is its live entries");
+    check(v, position == q->tail, "a queue's tail follows its last entry");
+    check(v, !q->entries || block_of(w, q->tail - 1)->next == NIL,
+          "a queue's last block ends its chain");
+    check(v, q->compact_read == NO_POSITION ||
+                 (compact_phase(q, phase, position) == 2 && holes == q->compact_holes),
+          "a compaction's cursors and holes match its queue");
+    if (list >= LIST_LEVEL0 && list < LIST_SLOTS && q->count)
+        check_least(w, list - LIST_LEVEL0, least, v);
+    v->entries += q->entries;
+    v->linked += live;
+}
+
+static void check_slots(const tw_wheel *w, struct verdict *v)
+{
+    unsigned list, word;
+    for (word = 0; word < LIST_SLOTS / 64; word++)
+        check(v, !w->occupied[word] == !((w->occupied_words >> word) & 1),
+              "an occupancy word's summary bit is set exactly when the word has a bit");
+    for (list = 0; list < LIST_COUNT; list++)
+        check_queue(w, list, v);
+    check(v, v->entries == w->entries, "the entry count is the queues' entries");
+}
+
+/* After check_slots: v->linked is the live entries of every queue. */
+static void check_pool(const tw_wheel *w, struct verdict *v)
+{
+    uint64_t placed = 0, free_nodes = 0;
+    uint32_t index;
+    int running_apart = w->running != NIL && node_at(w, w->running)->state != NODE_LINKED;
     for (index = 0; index < w->used; index++)
         placed += node_at(w, index)->state == NODE_LINKED;
-    if (placed != linked)
-        return 0;
-    live = linked;
-    if (w->running != NIL) {
-        const struct node *n = node_at(w, w->running);
-        if (n->state == NODE_DETACHED && is_periodic(n))
-            live++;
-    }
-    if (live != w->live || entries != w->entries)
-        return 0;
+    check(v, placed == v->linked, "every placed node has exactly one live entry");
+    check(v, v->linked + (running_apart &&
+                          node_at(w, w->running)->state == NODE_REARMING) == w->live,
+          "the live count is the placed timers and a periodic one re-arming");
+    for (index = w->free_head; index != NIL; index = node_at(w, index)->expire)
+        if (!check(v, index < w->used && ++free_nodes <= w->free_count &&
+                          node_at(w, index)->state == NODE_FREE,
+                   "the free list holds free nodes, free_count of them"))
+            return;
+    check(v, free_nodes == w->free_count, "the free list holds free_count nodes");
+    check(v, free_nodes + v->linked + running_apart <= w->used,
+          "no node is both free and in use");
+}
+
+/* After check_slots: v->blocks is the blocks the queues hold. */
+static void check_blocks(const tw_wheel *w, struct verdict *v)
+{
+    uint64_t free_blocks = 0;
+    uint32_t block;
     for (block = w->free_block; block != NIL; block = block_at(w, block)->next)
-        if (block >= block_count(w) || ++free_blocks > block_count(w))
-            return 0;
-    /* the reserve that lets nodes move without allocating */
-    if (blocks + free_blocks != block_count(w) ||
-        (w->entries && block_count(w) < blocks_needed(w->entries)))
-        return 0;
-    for (index = w->free_head; index != NIL; index = node_at(w, index)->expire) {
-        if (index >= w->used || ++free_nodes > w->free_count ||
-            node_at(w, index)->state != NODE_FREE)
-            return 0;
-    }
-    /* a running node that was rescheduled meanwhile is already counted */
-    return free_nodes == w->free_count &&
-           free_nodes + linked +
-                   (w->running != NIL &&
-                    node_at(w, w->running)->state != NODE_LINKED) <=
-               w->used;
+        if (!check(v, block < block_count(w) && ++free_blocks <= block_count(w),
+                   "the free blocks are a chain of blocks that exist"))
+            return;
+    check(v, v->blocks + free_blocks == block_count(w), "every block is in one queue or free");
+    check(v, !w->entries || block_count(w) >= blocks_needed(w->entries),
+          "the blocks cover the reserve that lets nodes move without allocating");
 }
 
 TW_EXPORT int tw_check(tw_wheel *w)
 {
-    int ok;
+    struct verdict v = {NULL, 0, 0, 0};
     if (!w)
         return -EINVAL;
     lock(w);
-    ok = consistent(w);
+    check_drive(w, &v);
+    check_clock(w, &v);
+    check_slots(w, &v);
+    check_pool(w, &v);
+    check_blocks(w, &v);
+    w->broken = v.broken;
     unlock(w);
-    return ok ? 0 : -EFAULT;
+    return v.broken ? -EFAULT : 0;
 }
+
+/* ==== API: errors, versions and the function table ==================== */
+
+static const struct {
+    int code;
+    const char *text;
+} error_texts[] = {
+    {0, "success"},
+    {EINVAL, "invalid argument"},
+    {ERANGE, "delay, interval or tick out of range"},
+    {ENOSPC, "pending timer cap reached"},
+    {ENOMEM, "out of memory"},
+    {EBUSY, "wheel is busy: being driven or destroyed"},
+    {EDEADLK, "would deadlock: called from the timer thread"},
+    {EMFILE, "too many distinct release functions on one wheel"},
+    {EFAULT, "wheel invariant broken"},
+};
 
 TW_EXPORT const char *tw_strerror(int error)
 {
-    /* negate as unsigned: -INT_MIN does not fit an int */
-    unsigned code = error < 0 ? 0u - (unsigned)error : (unsigned)error;
-    switch (code) {
-    case 0: return "success";
-    case EINVAL: return "invalid argument";
-    case ERANGE: return "delay, interval or tick out of range";
-    case ENOSPC: return "pending timer cap reached";
-    case ENOMEM: return "out of memory";
-    case EBUSY: return "wheel is busy: being driven or destroyed";
-    case EDEADLK: return "would deadlock: called from the timer thread";
-    case EMFILE: return "too many distinct release functions on one wheel";
-    case EFAULT: return "wheel invariant broken";
-    default: return "unknown error";
-    }
+    size_t i;
+    for (i = 0; i < sizeof error_texts / sizeof error_texts[0]; i++)
+        if (error_texts[i].code == error || -error_texts[i].code == error)
+            return error_texts[i].text;
+    return "unknown error";
 }
 
 TW_EXPORT uint32_t tw_version(void)
@@ -3006,8 +3235,7 @@ TW_EXPORT const char *tw_version_string(void)
     return TW_VERSION_STRING;
 }
 
-/* ==== API: function table ===============================================
- * One constant table per library; it only ever grows at its end, so a host
+/* One constant table per library; it only ever grows at its end, so a host
  * built against version N can use any library of version >= N. */
 
 static const struct tw_api api_table = {

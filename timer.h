@@ -176,6 +176,9 @@ struct tw_stats {
                                    early case this reads that slot, under
                                    the lock: O(timers in it), up to ~1 ms
                                    with 1M timers in one slot. */
+    const char *broken_invariant; /* (1.3) what the last tw_check() found
+                                     broken, in words (a constant string),
+                                     or NULL: it passed, or never ran */
 };
 
 /* ---- re-entrancy ---------------------------------------------------------

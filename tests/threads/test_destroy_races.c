@@ -29,9 +29,11 @@ static struct {
 
 static unsigned cancel_waiters_now(tw_wheel *w)
 {
-    unsigned n;
+    unsigned n = 0;
+    const struct cancel_wait *wait;
     lock(w);
-    n = w->cancel_waiters;
+    for (wait = w->cancel_waits; wait; wait = wait->next)
+        n++;
     unlock(w);
     return n;
 }

@@ -28,9 +28,9 @@
  * 3000; 600 under TSan), TWHEEL_WAKE_TRIALS trials in (b) (default 4000;
  * 1000 under TSan).
  */
-#define TW_TEST_LOCK_EVENT(w, what) lock_event((w), (what))
-struct tw_wheel;
-static void lock_event(struct tw_wheel *w, int what);
+#define TW_TEST_LOCK_EVENT(lock, what) lock_event((lock), (what))
+struct wheel_lock;
+static void lock_event(const struct wheel_lock *lock, int what);
 #include "../../timer.c"
 
 #include "thr.h"
@@ -60,10 +60,10 @@ static struct {
 
 static _Thread_local int this_thread_waits; /* found the lock taken */
 
-static void lock_event(struct tw_wheel *w, int what)
+static void lock_event(const struct wheel_lock *lock, int what)
 {
     int passes;
-    if (w != ev.w)
+    if (!ev.w || lock != &ev.w->lock)
         return;
     switch (what) {
     case LOCK_EV_PRODUCER_WAITS:
@@ -142,8 +142,8 @@ static void describe_lock(void)
     unsigned word, asleep;
     if (!w)
         return;
-    word = spin_load_sc(&w->locked);
-    asleep = spin_load_sc(&w->driver_waiting);
+    word = spin_load_sc(&w->lock.word);
+    asleep = spin_load_sc(&w->lock.driver_waiting);
     fprintf(stderr,
             "the lock: %s%s%s, %u producers passed the driver; the driver "
             "%s; %d threads waiting in the lock\n",
@@ -359,8 +359,8 @@ static int trial_wait(uint64_t t, int kind, char *failure, size_t size)
     uint64_t took = atomic_load(&ev.took), still = thr_now_us();
     int lost = 0;
     while (!trial_done(t) && thr_poll_next(&poll)) {
-        unsigned word = spin_load_sc(&trial.w->locked);
-        unsigned asleep = spin_load_sc(&trial.w->driver_waiting);
+        unsigned word = spin_load_sc(&trial.w->lock.word);
+        unsigned asleep = spin_load_sc(&trial.w->lock.driver_waiting);
         int waiting = atomic_load(&ev.waiting);
         if (atomic_load(&ev.took) != took || (word & LOCK_HELD) || !waiting) {
             took = atomic_load(&ev.took);
@@ -375,8 +375,8 @@ static int trial_wait(uint64_t t, int kind, char *failure, size_t size)
                                              : "a producer sleeps",
                      word, waiting, waiting == 1 ? "" : "s", STUCK_US / 1000);
             lost = 1;
-            unpark(&trial.w->driver_waiting, INT_MAX);
-            unpark(&trial.w->locked, INT_MAX);
+            unpark(&trial.w->lock.driver_waiting, INT_MAX);
+            unpark(&trial.w->lock.word, INT_MAX);
         }
     }
     return !lost && trial_done(t);
