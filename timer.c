@@ -30,7 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#if defined(__linux__)
+/* TW_NO_FUTEX: build the portable path on Linux too (a test does). */
+#if defined(__linux__) && !defined(TW_NO_FUTEX)
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -173,10 +174,18 @@ struct node {
 /* a node is half a cache line where pointers are 8 bytes */
 typedef char node_fills_half_a_line[sizeof(void *) != 8 || sizeof(struct node) == 32 ? 1 : -1];
 
-/* CHUNK_NODES nodes, then their intervals (see interval_at). */
-struct node_chunk {
-    struct node *nodes; /* aligned to 64 inside `memory` */
-    void *memory;       /* as the allocator gave it */
+/* Nodes and queue blocks come from the allocator in chunks that never
+ * move, each aligned to a cache line: a node chunk holds CHUNK_NODES nodes
+ * and then their intervals (see interval_at), a block chunk BLOCK_CHUNK
+ * blocks. A table of chunks grows by doubling. */
+struct chunk {
+    void *start;  /* aligned to 64 inside `memory` */
+    void *memory; /* as the allocator gave it */
+};
+
+struct chunk_table {
+    struct chunk *chunks;
+    uint32_t count, capacity;
 };
 
 #define PERIODIC 0x80000000u
@@ -199,12 +208,6 @@ struct queue {
      * NO_POSITION */
     uint32_t compact_read, compact_write;
     uint32_t compact_holes;  /* stale entries passed over */
-};
-
-/* BLOCK_CHUNK blocks, 64-byte aligned inside the memory the allocator gave */
-struct block_chunk {
-    struct block *blocks;
-    void *memory;
 };
 
 enum thread_state { THREAD_IDLE = 0, THREAD_RUNNING, THREAD_STOPPING };
@@ -291,15 +294,13 @@ struct tw_wheel {
     uint64_t staged_tick; /* `now` when the staging last ran */
 
     /* pool */
-    struct node_chunk *chunks;
-    uint32_t chunk_count, chunk_capacity;
+    struct chunk_table node_chunks;
     uint32_t used;      /* indices below this have been handed out once */
     uint32_t free_head; /* LIFO: a reused node is still warm in cache */
     uint32_t free_count;
 
     /* queue blocks */
-    struct block_chunk *block_chunks;
-    uint32_t block_chunk_count, block_chunk_capacity;
+    struct chunk_table block_chunks;
     uint32_t free_block; /* free blocks, linked by `next` */
     uint32_t entries; /* in all queues, stale ones included */
     uint64_t entries_supported; /* by the blocks there are */
@@ -412,21 +413,23 @@ static int highest_bit(uint32_t x) /* x != 0 */
  * producer) and release; and the driver claim, the one guard that keeps a
  * second thread from driving the wheel: taken before the lock, so that the
  * lock knows which single thread to serve first. Off Linux, where there is
- * no futex, park is a short nap: waiting threads poll. */
+ * no futex, park is a short nap: the adaptive lock's waiters poll (use
+ * TW_LOCK_MUTEX there). Nothing else parks: tw_cancel's wait for a
+ * callback sleeps on a condition variable (see lifetime). */
 
 #define DRIVER_SPINS 64 /* pauses before the driver sleeps */
 #define DRIVER_ASLEEP 1u /* in driver_waiting, for the adaptive lock */
 
-/* The adaptive lock's word, `locked`: */
+/* The adaptive lock's `word`: */
 #define LOCK_HELD 1u     /* a thread holds the lock */
 #define LOCK_SLEEPERS 2u /* producers may sleep on the word: wake one */
 #define LOCK_DRIVER 4u   /* the driver waits for the lock */
 #define LOCK_PASS 8u     /* times LOCK_PASS: producers that took it since */
 #define DRIVER_PASSES 8u /* producers that may take the lock ahead of it */
 
-/* Test hooks: tests/threads/test_lock_bound.c compiles this file in with
- * TW_TEST_LOCK_EVENT defined, to watch the adaptive lock; here they are
- * nothing. */
+/* Test hooks: tests/threads/test_lock_bound.c and test_cancel_wait.c
+ * compile this file in with TW_TEST_LOCK_EVENT defined, to watch the lock;
+ * here they are nothing. */
 #ifndef TW_TEST_LOCK_EVENT
 #define TW_TEST_LOCK_EVENT(lock, what) ((void)0)
 #endif
@@ -478,6 +481,12 @@ static int spin_try(struct wheel_lock *l)
     return !spin_load(&l->word) && !spin_exchange_acquire(&l->word, 1u);
 }
 
+/* A spin lock's try: producers stand back while the driver waits. */
+static int spin_try_as(struct wheel_lock *l, int driver)
+{
+    return (driver || !spin_load(&l->driver_waiting)) && spin_try(l);
+}
+
 /* After a failed first try. The driver raises its flag while it waits. */
 static COLD void spin_wait(struct wheel_lock *l, int driver)
 {
@@ -485,7 +494,7 @@ static COLD void spin_wait(struct wheel_lock *l, int driver)
     if (driver)
         spin_store(&l->driver_waiting, 1u);
     for (;;) {
-        if ((driver || !spin_load(&l->driver_waiting)) && spin_try(l))
+        if (spin_try_as(l, driver))
             break;
         cpu_pause();
         /* Every 64 pauses give the CPU away: first by yielding; when that
@@ -621,7 +630,7 @@ static HOT_INLINE void acquire(struct wheel_lock *l, int driver)
                 adaptive_wait(l);
         }
     } else if (l->kind == TW_LOCK_SPIN) {
-        if (!((driver || !spin_load(&l->driver_waiting)) && spin_try(l))) {
+        if (!spin_try_as(l, driver)) {
             TW_TEST_LOCK_EVENT(l, LOCK_EV_PRODUCER_WAITS + driver);
             spin_wait(l, driver);
         }
@@ -664,14 +673,7 @@ static void end_driver_claim(struct wheel_lock *l)
     spin_store_release(&l->driver_claim, 0u);
 }
 
-/* For the checker: whether the lock reads as held (a mutex cannot say),
- * and whether a driver has claimed the wheel. */
-static int lock_held(const struct wheel_lock *l)
-{
-    return l->kind == TW_LOCK_NONE || l->kind == TW_LOCK_MUTEX ||
-           (spin_load(&l->word) & LOCK_HELD) != 0;
-}
-
+/* For the checker: whether a driver has claimed the wheel. */
 static int lock_driver_claimed(const struct wheel_lock *l)
 {
     return spin_load(&l->driver_claim) != 0;
@@ -725,7 +727,8 @@ static void *libc_realloc(void *pointer, size_t size, void *context)
 
 static struct node *node_at(const tw_wheel *w, uint32_t index)
 {
-    return &w->chunks[index >> CHUNK_BITS].nodes[index & (CHUNK_NODES - 1)];
+    return (struct node *)w->node_chunks.chunks[index >> CHUNK_BITS].start +
+           (index & (CHUNK_NODES - 1));
 }
 
 static uint32_t generation_of(const struct node *n)
@@ -742,7 +745,8 @@ static int is_periodic(const struct node *n)
  * meaningful for a node marked PERIODIC. */
 static uint32_t *interval_at(const tw_wheel *w, uint32_t index)
 {
-    uint32_t *intervals = (uint32_t *)(void *)(w->chunks[index >> CHUNK_BITS].nodes + CHUNK_NODES);
+    struct node *nodes = w->node_chunks.chunks[index >> CHUNK_BITS].start;
+    uint32_t *intervals = (uint32_t *)(void *)(nodes + CHUNK_NODES);
     return &intervals[index & (CHUNK_NODES - 1)];
 }
 
@@ -782,44 +786,35 @@ static struct node *node_of(const tw_wheel *w, tw_id id, uint32_t *index_out)
     return n;
 }
 
-/* Doubles a table of chunks (first to `initial` entries, at most `limit`);
- * the grown table, or NULL with the old one intact. */
-static void *grow_table(tw_wheel *w, void *table, uint32_t *capacity,
-                        uint32_t initial, uint32_t limit, size_t element)
+/* Adds a chunk of `size` bytes to a table, doubling the table first when
+ * it is full (to `initial` entries the first time, at most `limit`
+ * chunks); its aligned start, or NULL with nothing changed. */
+static COLD void *add_chunk(tw_wheel *w, struct chunk_table *t, uint32_t initial,
+                            uint32_t limit, size_t size)
 {
-    uint32_t wanted = *capacity ? *capacity * 2 : initial;
-    if (wanted > limit)
-        wanted = limit;
-    table = wheel_alloc(w, table, (size_t)wanted * element);
-    if (table) {
-        w->bytes += (uint64_t)(wanted - *capacity) * element;
-        *capacity = wanted;
-    }
-    return table;
-}
-
-static COLD int grow_pool(tw_wheel *w)
-{
-    size_t size = CHUNK_NODES * (sizeof(struct node) + sizeof(uint32_t)) + 63;
-    struct node_chunk *chunk;
     unsigned char *memory;
-    if (w->chunk_count == MAX_CHUNKS)
-        return ENOMEM;
-    if (w->chunk_count == w->chunk_capacity) {
-        struct node_chunk *table = grow_table(w, w->chunks, &w->chunk_capacity, 8,
-                                              MAX_CHUNKS, sizeof *table);
-        if (!table)
-            return ENOMEM;
-        w->chunks = table;
+    struct chunk *chunk;
+    if (t->count == limit)
+        return NULL;
+    if (t->count == t->capacity) {
+        uint32_t wanted = t->capacity ? t->capacity * 2 : initial;
+        struct chunk *grown;
+        wanted = wanted < limit ? wanted : limit;
+        grown = wheel_alloc(w, t->chunks, (size_t)wanted * sizeof *grown);
+        if (!grown)
+            return NULL;
+        w->bytes += (uint64_t)(wanted - t->capacity) * sizeof *grown;
+        t->chunks = grown;
+        t->capacity = wanted;
     }
-    memory = wheel_alloc(w, NULL, size);
+    memory = wheel_alloc(w, NULL, size + 63);
     if (!memory)
-        return ENOMEM;
-    w->bytes += size;
-    chunk = &w->chunks[w->chunk_count++];
+        return NULL;
+    w->bytes += size + 63;
+    chunk = &t->chunks[t->count++];
     chunk->memory = memory;
-    chunk->nodes = (struct node *)(void *)(memory + (-(uintptr_t)memory & 63));
-    return 0;
+    chunk->start = memory + (-(uintptr_t)memory & 63);
+    return chunk->start;
 }
 
 /* Returns a node index, or NIL when the allocator failed. */
@@ -832,7 +827,9 @@ static HOT_INLINE uint32_t node_alloc(tw_wheel *w)
         w->free_count--;
         return index;
     }
-    if (w->used == w->chunk_count * CHUNK_NODES && grow_pool(w))
+    if (w->used == w->node_chunks.count * CHUNK_NODES &&
+        !add_chunk(w, &w->node_chunks, 8, MAX_CHUNKS,
+                   CHUNK_NODES * (sizeof(struct node) + sizeof(uint32_t))))
         return NIL;
     index = w->used++;
     node_at(w, index)->generation = 1;
@@ -876,7 +873,8 @@ static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
 
 static struct block *block_at(const tw_wheel *w, uint32_t block)
 {
-    return &w->block_chunks[block >> BLOCK_CHUNK_BITS].blocks[block & (BLOCK_CHUNK - 1)];
+    return (struct block *)w->block_chunks.chunks[block >> BLOCK_CHUNK_BITS].start +
+           (block & (BLOCK_CHUNK - 1));
 }
 
 static struct block *block_of(const tw_wheel *w, uint32_t position)
@@ -901,7 +899,7 @@ static uint64_t blocks_needed(uint64_t entries)
 
 static uint64_t block_count(const tw_wheel *w)
 {
-    return (uint64_t)w->block_chunk_count << BLOCK_CHUNK_BITS;
+    return (uint64_t)w->block_chunks.count << BLOCK_CHUNK_BITS;
 }
 
 /* The most entries `blocks` blocks are enough for. */
@@ -921,29 +919,13 @@ static uint64_t entries_supported(uint64_t blocks)
 static COLD int grow_blocks(tw_wheel *w, uint64_t entries)
 {
     while (block_count(w) < blocks_needed(entries)) {
-        uint32_t first = w->block_chunk_count << BLOCK_CHUNK_BITS, i;
-        size_t size = BLOCK_CHUNK * sizeof(struct block) + 63;
-        unsigned char *memory;
-        struct block *chunk;
-        if (w->block_chunk_count == MAX_BLOCK_CHUNKS)
+        uint32_t first = w->block_chunks.count << BLOCK_CHUNK_BITS, i;
+        struct block *chunk = add_chunk(w, &w->block_chunks, 4, MAX_BLOCK_CHUNKS,
+                                        BLOCK_CHUNK * sizeof(struct block));
+        if (!chunk)
             return ENOMEM;
-        if (w->block_chunk_count == w->block_chunk_capacity) {
-            struct block_chunk *table =
-                grow_table(w, w->block_chunks, &w->block_chunk_capacity, 4,
-                           MAX_BLOCK_CHUNKS, sizeof *table);
-            if (!table)
-                return ENOMEM;
-            w->block_chunks = table;
-        }
-        memory = wheel_alloc(w, NULL, size);
-        if (!memory)
-            return ENOMEM;
-        w->bytes += size;
-        /* one line per block; all 0xff so that unused entries read NIL */
-        chunk = (struct block *)(void *)(memory + (-(uintptr_t)memory & 63));
+        /* all 0xff, so that unused entries read NIL */
         memset(chunk, 0xff, BLOCK_CHUNK * sizeof *chunk);
-        w->block_chunks[w->block_chunk_count].memory = memory;
-        w->block_chunks[w->block_chunk_count++].blocks = chunk;
         for (i = BLOCK_CHUNK; i-- > 0;) { /* lowest block handed out first */
             chunk[i].next = w->free_block;
             w->free_block = first + i;
@@ -1034,6 +1016,12 @@ static int group_of(unsigned list)
     if (list < LIST_SLOTS)
         return 1 + (int)((list - LIST_LEVEL0) / LEVEL_SLOTS);
     return 5;
+}
+
+/* Whether queue `list` is a level slot (those keep a least tick). */
+static int is_level_slot(unsigned list)
+{
+    return list - LIST_LEVEL0 < LEVEL_SLOT_COUNT; /* unsigned: below wraps */
 }
 
 /* The queue a node is placed in, from its `list` field. */
@@ -1208,7 +1196,7 @@ static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
     n->position = queue_push(w, list, index);
     n->list = (uint16_t)list;
     n->state = NODE_LINKED;
-    if (list >= LIST_LEVEL0 && list < LIST_SLOTS)
+    if (is_level_slot(list))
         note_least(w, list - LIST_LEVEL0, n->expire);
     if (w->queues[list].count++ == 0 && list < LIST_SLOTS) {
         w->occupied[list >> 6] |= UINT64_C(1) << (list & 63);
@@ -1223,6 +1211,24 @@ static void prefetch_queue(const tw_wheel *w, unsigned list)
         prefetch_ahead(w, w->queues[list].head, 1);
 }
 
+/* Moves a queue's head to offset `end` of its head block `block` (whose
+ * link is `next`), the entries before it taken and counted off: the block
+ * goes back to the pool once passed, and the next one is prefetched. */
+static HOT_INLINE void pass_head(tw_wheel *w, struct queue *q, uint32_t block,
+                                 uint32_t next, unsigned end)
+{
+    if (q->entries == 0) {
+        block_give(w, block);
+        q->head = q->tail = NO_POSITION;
+    } else if (end == BLOCK_ENTRIES) {
+        block_give(w, block);
+        q->head = next << POSITION_BITS;
+        prefetch_ahead(w, q->head, 0);
+    } else {
+        q->head = (block << POSITION_BITS) | end;
+    }
+}
+
 /* Takes the entry at the head of a queue that has one, live or stale, and
  * gives its block back once passed: returns the entry's position (compared
  * with its node's to tell whether it was live) and its node in *index_out. */
@@ -1233,15 +1239,7 @@ static HOT_INLINE uint32_t take_head(tw_wheel *w, struct queue *q, uint32_t *ind
     *index_out = b->index[position & OFFSET_MASK];
     q->entries--;
     w->entries--;
-    q->head = position + 1;
-    if (q->entries == 0) {
-        block_give(w, position >> POSITION_BITS);
-        q->head = q->tail = NO_POSITION;
-    } else if ((q->head & OFFSET_MASK) == BLOCK_ENTRIES) {
-        q->head = b->next << POSITION_BITS;
-        block_give(w, position >> POSITION_BITS);
-        prefetch_ahead(w, q->head, 0);
-    }
+    pass_head(w, q, position >> POSITION_BITS, b->next, (position & OFFSET_MASK) + 1);
     return position;
 }
 
@@ -1315,16 +1313,7 @@ static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t b
         else
             moved += move_run(w, list, b, block, offset, end, level_list(level - 1),
                               level_shift(level - 1), LEVEL_RING_MASK);
-        if (q->entries == 0) {
-            block_give(w, block);
-            q->head = q->tail = NO_POSITION;
-        } else if (end == BLOCK_ENTRIES) {
-            block_give(w, block);
-            q->head = next << POSITION_BITS;
-            prefetch_ahead(w, q->head, 0);
-        } else {
-            q->head = (block << POSITION_BITS) | end;
-        }
+        pass_head(w, q, block, next, end);
     }
     if (q->count == 0)
         queue_drop(w, list); /* what is left is stale */
@@ -1341,7 +1330,7 @@ static unsigned staged_slot(const tw_wheel *w, unsigned level)
 
 static int staging_now(const tw_wheel *w, unsigned list)
 {
-    return list >= LIST_LEVEL0 && list < LIST_SLOTS &&
+    return is_level_slot(list) &&
            list == staged_slot(w, (list - LIST_LEVEL0) / LEVEL_SLOTS);
 }
 
@@ -1376,7 +1365,7 @@ static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
     n->list = LIST_NONE;
     n->state = NODE_DETACHED;
     n->position = NO_POSITION;
-    if (list >= LIST_LEVEL0 && list < LIST_SLOTS)
+    if (is_level_slot(list))
         forget_least(w, list - LIST_LEVEL0, n->expire);
     if (--q->count == 0)
         queue_drop(w, list);
@@ -1387,8 +1376,8 @@ static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
 
 
 /* Takes the first live entry off a queue's head, skipping stale ones, and
- * detaches its node; NIL when the queue is empty. *due_out, if asked for,
- * gets the node's due tick. */
+ * detaches its node; NIL when the queue is empty. *due_out gets the node's
+ * due tick. */
 static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_out)
 {
     struct queue *q = &w->queues[list];
@@ -1398,8 +1387,7 @@ static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_ou
         struct node *n = node_at(w, index);
         if (n->state != NODE_LINKED || n->position != position)
             continue;
-        if (due_out)
-            *due_out = due_tick(w, n);
+        *due_out = due_tick(w, n);
         n->list = LIST_NONE;
         n->state = NODE_DETACHED;
         n->position = NO_POSITION;
@@ -1452,6 +1440,14 @@ static HOT_INLINE unsigned ring_next(const tw_wheel *w, unsigned base, unsigned 
             return ((word << 6) + (unsigned)lowest_bit(bits) - from) & (size - 1);
     }
     return 0;
+}
+
+/* Ticks from now to the first occupied near slot after now's, or TW_NEVER:
+ * exact, as each near slot holds one tick. */
+static uint64_t near_next(const tw_wheel *w)
+{
+    unsigned offset = ring_next(w, 0, NEAR_SLOTS, (unsigned)w->now & NEAR_RING_MASK);
+    return offset ? offset : TW_NEVER;
 }
 
 /* Whether any slot of `level` holds a timer (its ring fills two words of
@@ -1785,7 +1781,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
         error = EBUSY;
     else if (w->live >= w->max_timers)
         error = ENOSPC;
-    else if (release && (release_slot = release_index(w, release)) < 0)
+    else if ((release_slot = release_index(w, release)) < 0)
         error = EMFILE;
     else if ((due = due_of(w, delay, clock)) == TW_NEVER)
         error = ERANGE;
@@ -1894,12 +1890,10 @@ static void stage(tw_wheel *w)
  * in a slot past its deadline): that is work for the next tick. */
 static uint64_t next_event(const tw_wheel *w)
 {
-    uint64_t best = ring_next(w, 0, NEAR_SLOTS, (unsigned)w->now & NEAR_RING_MASK), start;
+    uint64_t best = near_next(w), start;
     unsigned level;
     if (best == 1)
         return 1; /* no deadline comes sooner */
-    if (best == 0)
-        best = TW_NEVER;
     for (level = 0; level < LEVELS; level++) {
         /* no deadline of the level comes before the next slot's, and an
          * overdue one counts as the next tick */
@@ -1994,9 +1988,7 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
     if (w->queues[LIST_DUE_A].count || w->queues[LIST_DUE_B].count ||
         w->queues[w->now & NEAR_RING_MASK].count)
         return 0;
-    step = ring_next(w, 0, NEAR_SLOTS, (unsigned)w->now & NEAR_RING_MASK);
-    if (step == 0)
-        step = TW_NEVER;
+    step = near_next(w);
     for (level = 0; level < LEVELS && next_start(w, level) - w->now < step; level++) {
         list = level_first(w, level, &start);
         if (list && start - w->now < step) {
@@ -2169,14 +2161,15 @@ static void release_pending(tw_wheel *w)
 {
     unsigned list;
     uint32_t index;
+    uint64_t due;
     w->destroying = 1;
     /* Release hooks run unlocked and may cancel other timers of this wheel;
      * popping queue heads keeps that safe. */
     for (list = 0; list < LIST_COUNT; list++) {
-        while ((index = pop_live(w, list, NULL)) != NIL) {
+        while ((index = pop_live(w, list, &due)) != NIL) {
             /* only here does pop_live take from a level slot: keep its
              * least tick true for tw_next_expiry and tw_check in hooks */
-            if (list >= LIST_LEVEL0 && list < LIST_SLOTS)
+            if (is_level_slot(list))
                 forget_least(w, list - LIST_LEVEL0, node_at(w, index)->expire);
             w->live--;
             if (index == w->running) /* moved while its callback runs */
@@ -2185,6 +2178,13 @@ static void release_pending(tw_wheel *w)
                 finish_node(w, index);
         }
     }
+}
+
+static void free_chunks(tw_wheel *w, struct chunk_table *t)
+{
+    while (t->count)
+        wheel_alloc(w, t->chunks[--t->count].memory, 0);
+    wheel_alloc(w, t->chunks, 0);
 }
 
 static void destroy_sync(tw_wheel *w)
@@ -2206,12 +2206,8 @@ static void teardown(tw_wheel *w)
     release_pending(w); /* nothing left after a destroy from a callback */
     wait_until_alone(w); /* hooks of cancels made meanwhile by others */
     unlock(w);
-    while (w->chunk_count)
-        wheel_alloc(w, w->chunks[--w->chunk_count].memory, 0);
-    wheel_alloc(w, w->chunks, 0);
-    while (w->block_chunk_count)
-        wheel_alloc(w, w->block_chunks[--w->block_chunk_count].memory, 0);
-    wheel_alloc(w, w->block_chunks, 0);
+    free_chunks(w, &w->node_chunks);
+    free_chunks(w, &w->block_chunks);
     destroy_sync(w);
     w->realloc_fn(w, 0, w->alloc_context);
     if (on_destroy)
@@ -2595,6 +2591,7 @@ static int destroy_decision(tw_wheel *w)
 {
     struct hook_frame *frame, *outermost = NULL;
     int timer_thread = timer_thread_drives(w);
+    int foreign = w->drive && !timer_thread; /* another thread drives */
     if (w->destroying)
         return -EBUSY;
     if (on_driver_thread(w)) {
@@ -2610,9 +2607,14 @@ static int destroy_decision(tw_wheel *w)
         release_pending(w);
         return 0;
     }
+    /* The timer thread's own hooks are part of its drive, like its
+     * callbacks: stopping the thread waits for them. Hooks of other
+     * threads' cancels, or another driver, are the caller's race. */
     for (frame = w->hooks; frame; frame = frame->next)
         if (pthread_equal(frame->thread, pthread_self()))
             outermost = frame;
+        else if (!timer_thread || !pthread_equal(frame->thread, w->drive->thread))
+            foreign = 1;
     if (outermost) {
         /* Inside hooks of cancels on this thread: the outermost of those
          * tw_cancel calls destroys the wheel once its hook has returned,
@@ -2621,13 +2623,7 @@ static int destroy_decision(tw_wheel *w)
         w->destroying = 1; /* adds fail from here, as in the teardown */
         return 0;
     }
-    /* The timer thread's own hooks are part of its drive, like its
-     * callbacks: stopping the thread waits for them. Hooks of other
-     * threads' cancels, or another driver, are the caller's race. */
-    for (frame = w->hooks; frame; frame = frame->next)
-        if (!timer_thread || !pthread_equal(frame->thread, w->drive->thread))
-            return -EBUSY;
-    return w->drive && !timer_thread ? -EBUSY : 1;
+    return foreign ? -EBUSY : 1;
 }
 
 TW_EXPORT int tw_destroy(tw_wheel *w)
@@ -2945,7 +2941,7 @@ TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
     s.pending = w->live;
     for (list = 0; list < LIST_COUNT; list++) /* not kept on the hot paths */
         *group_count[group_of(list)] += w->queues[list].count;
-    s.pool_capacity = (uint64_t)w->chunk_count * CHUNK_NODES;
+    s.pool_capacity = (uint64_t)w->node_chunks.count * CHUNK_NODES;
     s.pool_free = w->free_count + (s.pool_capacity - w->used);
     s.bytes = w->bytes;
     s.added = w->added;
@@ -2988,7 +2984,6 @@ static int check(struct verdict *v, int holds, const char *what)
 
 static void check_drive(const tw_wheel *w, struct verdict *v)
 {
-    check(v, lock_held(&w->lock), "the lock is held while the checker runs");
     check(v, !w->drive || lock_driver_claimed(&w->lock),
           "a drive in progress holds the driver claim");
     check(v, w->due_list == LIST_DUE_A || w->due_list == LIST_DUE_B,
@@ -3022,18 +3017,19 @@ static int compact_phase(const struct queue *q, int phase, uint32_t position)
  * the half of the ring that holds the next window. */
 static int may_hold(unsigned list, uint32_t expire, uint32_t time)
 {
-    unsigned level;
+    /* the ring below `level`: near for level 0 */
+    unsigned level, below = 0, below_shift = 0, mask = NEAR_RING_MASK;
     if (list == slot_for(expire, time))
         return 1;
     for (level = 0; level < LEVELS; level++) {
         /* staged from level `level`: its next slot's span holds expire */
         unsigned shift = level_shift(level);
-        unsigned below = level ? level_list(level - 1) : 0;
-        unsigned below_shift = level ? level_shift(level - 1) : 0;
-        unsigned mask = level ? LEVEL_RING_MASK : NEAR_RING_MASK;
         if ((((expire >> shift) - (time >> shift)) & (UINT32_MAX >> shift)) == 1 &&
             list == below + ((expire >> below_shift) & mask))
             return 1;
+        below = level_list(level);
+        below_shift = shift;
+        mask = LEVEL_RING_MASK;
     }
     return 0;
 }
@@ -3130,7 +3126,7 @@ static void check_queue(const tw_wheel *w, unsigned list, struct verdict *v)
     check(v, q->compact_read == NO_POSITION ||
                  (compact_phase(q, phase, position) == 2 && holes == q->compact_holes),
           "a compaction's cursors and holes match its queue");
-    if (list >= LIST_LEVEL0 && list < LIST_SLOTS && q->count)
+    if (is_level_slot(list) && q->count)
         check_least(w, list - LIST_LEVEL0, least, v);
     v->entries += q->entries;
     v->linked += live;

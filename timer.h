@@ -5,10 +5,8 @@
  * This header is the whole public API. Every exported name starts with tw_ or
  * TW_. Time is counted in ticks; a wheel's tick length is fixed at creation.
  *
- * Error convention: functions returning int return a negative errno value on
- * failure (-EINVAL, -ERANGE, -ENOSPC, -ENOMEM, -EBUSY, -EDEADLK, -EMFILE);
- * functions returning a pointer or a tw_id return NULL / 0 and set errno.
- * tw_strerror() names every code.
+ * Return values: see "return conventions" below, one table for every
+ * function. tw_strerror() names every error code.
  */
 #ifndef TW_TIMER_H
 #define TW_TIMER_H
@@ -23,11 +21,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 
 #define TW_VERSION_MAJOR 1
-#define TW_VERSION_MINOR 2
+#define TW_VERSION_MINOR 3
 #define TW_VERSION_PATCH 0
 #define TW_VERSION_HEX                                                        \
     ((TW_VERSION_MAJOR << 16) | (TW_VERSION_MINOR << 8) | TW_VERSION_PATCH)
-#define TW_VERSION_STRING "1.2.0"
+#define TW_VERSION_STRING "1.3.0"
 
 /* Version of the function table returned by tw_get_api(). */
 #define TW_API_VERSION 2
@@ -57,7 +55,10 @@ typedef uint64_t tw_id;
 #define TW_NEVER UINT64_MAX
 
 /* Longest delay or interval in ticks: 2^32 - 2^26 (about 48.9 days of 1 ms
- * ticks, 489 days of 10 ms ticks). Longer requests fail with ERANGE. */
+ * ticks, 489 days of 10 ms ticks). Longer requests fail with ERANGE. On a
+ * clock-driven wheel the limit is on the due tick counted from tw_now():
+ * while the wheel holds timers or is driven, a wheel whose tw_now() lags
+ * its clock by L ticks takes delays up to TW_MAX_DELAY - L (see tw_add()). */
 #define TW_MAX_DELAY UINT64_C(4227858432)
 
 /* tw_now() never goes past this tick (2^63 - 1). */
@@ -180,6 +181,54 @@ struct tw_stats {
                                      broken, in words (a constant string),
                                      or NULL: it passed, or never ran */
 };
+
+/* ---- return conventions --------------------------------------------------
+ * Errors are errno codes: a function returning int or int64_t gives them
+ * negated; one returning a pointer or an id gives NULL or 0 and sets errno.
+ * Every function, with its answer for a NULL wheel:
+ *
+ *   function              success          nothing / failure        NULL wheel
+ *   tw_create             the wheel        NULL, errno EINVAL,      (NULL config:
+ *                                          ENOMEM, a pthread error   defaults)
+ *   tw_destroy            0                -EBUSY                   0
+ *   tw_add, tw_add_ex,    the id (not 0)   0, errno EINVAL, ERANGE, 0, errno EINVAL
+ *     tw_add_periodic                      ENOSPC, ENOMEM, EBUSY,
+ *                                          EMFILE (add_ex)
+ *   tw_cancel             1 (cancelled)    0 (nothing to cancel)    -EINVAL
+ *   tw_reschedule(_ex)    1 (moved)        0 (not live), -ERANGE,   -EINVAL
+ *                                          -ENOMEM
+ *   tw_expire, tw_advance callbacks run    -EBUSY, -ERANGE          -EINVAL
+ *   tw_thread_start       0                -EINVAL, -EBUSY, a       -EINVAL
+ *                                          negated pthread error
+ *   tw_thread_stop        0                -EDEADLK                 -EINVAL
+ *   tw_get_stats          0                -EINVAL                  -EINVAL
+ *   tw_check              0                -EFAULT (which invariant -EINVAL
+ *                                          broke: tw_stats)
+ *   tw_remaining,         ticks / a clock  TW_NEVER (none pending,  TW_NEVER
+ *     tw_next_expiry,     reading          or the id is not live)
+ *     tw_deadline_us,
+ *     tw_next_deadline_us
+ *   tw_timeout_ms         milliseconds     -1 (none pending)        -1
+ *   tw_now, tw_count,     the value        -                        0
+ *     tw_tick_us, tw_clock_us
+ *   tw_context            the context      -                        NULL
+ *   tw_get_api            the table        NULL (unknown version)   -
+ *   tw_config_init, tw_gettime, tw_strerror, tw_version,
+ *     tw_version_string: always succeed (tw_config_init(NULL) does nothing)
+ *
+ * Exceptions to the rule above, kept because callers rely on them:
+ *  - A NULL wheel gets answers that look valid wherever the table says so
+ *    (tw_now() 0, tw_next_expiry() TW_NEVER, tw_destroy() 0 like free());
+ *    only functions that return an error code or an id report EINVAL.
+ *  - tw_add() and its kin report through errno, tw_reschedule() through its
+ *    return value, with the same codes; 0 from tw_reschedule() or
+ *    tw_cancel() is an answer (the id is not live), not an error.
+ *  - Interval 0 is EINVAL for tw_add_periodic() but a one-shot for
+ *    tw_add_ex() and tw_reschedule_ex().
+ *  - tw_cancel() is O(1) but blocks while the timer's callback runs on
+ *    another thread (see tw_cancel()).
+ *  - TW_MAX_DELAY is the limit from tw_now(), which on a clock-driven
+ *    wheel may lag the clock (see TW_MAX_DELAY). */
 
 /* ---- re-entrancy ---------------------------------------------------------
  * Callbacks and release hooks run with the wheel's lock released, so they
@@ -327,7 +376,8 @@ TW_EXPORT tw_id tw_add_ex(tw_wheel *wheel, uint64_t delay, uint64_t interval,
                           tw_callback *callback, tw_release *release,
                           void *user_data);
 
-/* Cancels a timer in O(1). Returns 1 when the timer was live: its callback
+/* Cancels a timer in O(1), except that it blocks while the timer's callback
+ * runs on another thread (below). Returns 1 when the timer was live: its callback
  * will not start again, and its user data has been (or, for a periodic timer
  * cancelled from inside its own callback, will be right after that callback)
  * handed to its release hook. Returns 0 when there was nothing to cancel:
@@ -335,7 +385,10 @@ TW_EXPORT tw_id tw_add_ex(tw_wheel *wheel, uint64_t delay, uint64_t interval,
  * When the timer's callback is running on another thread, waits for it and
  * its release hook to finish (a one-shot then returns 0, a periodic timer 1),
  * so the callback is never running once tw_cancel has returned. From inside
- * that callback it returns at once (one-shot 0, periodic 1).
+ * that callback it returns at once (one-shot 0, periodic 1). Deadlock rule:
+ * do not call tw_cancel() while holding a lock that the timer's callback
+ * (or its release hook) may take: it waits for a callback that waits for
+ * you. The wait sleeps (a condition variable), it does not poll.
  * Returns -EINVAL for a NULL wheel. Thread-safe. */
 TW_EXPORT int tw_cancel(tw_wheel *wheel, tw_id id);
 
@@ -492,9 +545,12 @@ TW_EXPORT uint32_t tw_tick_us(tw_wheel *wheel);
  * size smaller than 8. Thread-safe. */
 TW_EXPORT int tw_get_stats(tw_wheel *wheel, struct tw_stats *stats);
 
-/* Verifies every internal invariant (lists, bitmaps, slot placement, counts)
- * in O(pending). Returns 0 when consistent, -EINVAL for NULL, or -EFAULT when
- * an invariant is broken. For tests and debugging. Thread-safe. */
+/* Verifies every internal invariant (queues, bitmaps, slot placement,
+ * least ticks, counts, free lists, the drive and the clock) in O(pending).
+ * Returns 0 when consistent, -EINVAL for NULL, or -EFAULT when an invariant
+ * is broken; tw_stats.broken_invariant then says which, in words (and is
+ * NULL again after a check that passes). For tests and debugging.
+ * Thread-safe. */
 TW_EXPORT int tw_check(tw_wheel *wheel);
 
 /* A short English description of an error code (negative or positive). */

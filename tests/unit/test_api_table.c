@@ -64,11 +64,11 @@ static void test_unknown_versions(void **state)
 static void test_version_functions(void **state)
 {
     (void)state;
-    assert_int_equal(TW_VERSION_HEX, 0x010200);
+    assert_int_equal(TW_VERSION_HEX, 0x010300);
     assert_int_equal(tw_version(), TW_VERSION_HEX);
     assert_non_null(tw_version_string());
     assert_string_equal(tw_version_string(), TW_VERSION_STRING);
-    assert_string_equal(TW_VERSION_STRING, "1.2.0");
+    assert_string_equal(TW_VERSION_STRING, "1.3.0");
 }
 
 /* A host driving a wheel only through the table. */
