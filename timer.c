@@ -2,14 +2,16 @@
  * twheel: hierarchical timing wheel. See timer.h for the contract.
  *
  * Sections, in the order data flows; each uses only those above it:
- *   geometry and types -> lock -> pool -> slots and bitmaps -> clock ->
- *   add -> staging -> next expiry -> lifetime -> dispatch -> driver ->
- *   timer thread -> API (wheels, timers, driving, inspection) -> checker
- *   -> function table.
- * Four parts keep their own state behind a few functions: the lock (its
- * words), the clock (readings, the reference point, the drive mode), the
- * slots (queues, blocks, bitmaps), and lifetime (release hooks, destroy,
- * the timer thread).
+ *   geometry and types -> lock -> pool -> slots and bitmaps -> staging ->
+ *   compaction and unlink -> clock -> add -> next expiry -> lifetime ->
+ *   dispatch -> driver -> timer thread -> API (wheels, timers, driving,
+ *   inspection) -> checker -> errors, versions and the function table.
+ * Parts with a state of their own: the lock (only its section touches its
+ * words; others ask its kind), the clock (only its section writes its
+ * fields: readings, the reference point, the drive mode), the slots
+ * (queues, blocks and bitmaps, read by staging and next expiry, changed
+ * through the slot functions), and lifetime (release hooks, tw_cancel's
+ * wait, destroy, the timer thread's state).
  *
  * This file needs only libc and pthread and compiles alone as C99 or C11.
  */
@@ -281,8 +283,9 @@ struct tw_wheel {
     uint64_t now;
     uint64_t live; /* tw_count() */
 
-    /* slots, with one occupancy bit per slot: near in words 0..3, level i
-     * in word 4 + i */
+    /* slots, with one occupancy bit per slot, by queue number: near in
+     * words 0..7, level i in words 8 + 2i and 9 + 2i (level 3's second word
+     * stays empty) */
     struct queue queues[LIST_COUNT];
     uint64_t occupied[LIST_SLOTS / 64];
     uint32_t occupied_words; /* bit k: occupied[k] has a bit set */
@@ -409,10 +412,11 @@ static int highest_bit(uint32_t x) /* x != 0 */
  * threads never outnumber cores and starves the driver when they do.
  * TW_LOCK_MUTEX is a pthread mutex: no priority for the driver.
  *
- * Its interface: lock_init and lock_destroy; acquire (as the driver or a
- * producer) and release; and the driver claim, the one guard that keeps a
+ * Its interface: lock_init and lock_destroy; lock_acquire (as the driver
+ * or a producer) and lock_release; and the driver claim, the one guard that keeps a
  * second thread from driving the wheel: taken before the lock, so that the
- * lock knows which single thread to serve first. Off Linux, where there is
+ * lock knows which single thread to serve first. Outside this section,
+ * code asks for the lock's kind and nothing more. Off Linux, where there is
  * no futex, park is a short nap: the adaptive lock's waiters poll (use
  * TW_LOCK_MUTEX there). Nothing else parks: tw_cancel's wait for a
  * callback sleeps on a condition variable (see lifetime). */
@@ -432,6 +436,11 @@ static int highest_bit(uint32_t x) /* x != 0 */
  * here they are nothing. */
 #ifndef TW_TEST_LOCK_EVENT
 #define TW_TEST_LOCK_EVENT(lock, what) ((void)0)
+#endif
+/* And one for tests/threads/test_destroy_races.c: tw_destroy has decided
+ * to stop the timer thread and tear the wheel down, lock dropped. */
+#ifndef TW_TEST_DESTROY_DECIDED
+#define TW_TEST_DESTROY_DECIDED(w) ((void)0)
 #endif
 enum lock_event {
     LOCK_EV_PRODUCER_WAITS, /* a producer found the lock taken */
@@ -617,7 +626,7 @@ static void adaptive_release(struct wheel_lock *l)
  * of producers. Uncontended (the common case), a lock is one atomic
  * operation that writes no flag waiting threads poll. The test hook names
  * the event by `driver` (each driver event follows its producer one). */
-static HOT_INLINE void acquire(struct wheel_lock *l, int driver)
+static HOT_INLINE void lock_acquire(struct wheel_lock *l, int driver)
 {
     if (l->kind == TW_LOCK_NONE) /* first: it has nothing else to pay */
         return;
@@ -640,7 +649,7 @@ static HOT_INLINE void acquire(struct wheel_lock *l, int driver)
     TW_TEST_LOCK_EVENT(l, LOCK_EV_PRODUCER_TOOK + driver);
 }
 
-static HOT_INLINE void release(struct wheel_lock *l)
+static HOT_INLINE void lock_release(struct wheel_lock *l)
 {
     if (l->kind == TW_LOCK_NONE)
         return;
@@ -696,12 +705,12 @@ static void lock_destroy(struct wheel_lock *l)
 
 static HOT_INLINE void lock(tw_wheel *w)
 {
-    acquire(&w->lock, 0);
+    lock_acquire(&w->lock, 0);
 }
 
 static HOT_INLINE void unlock(tw_wheel *w)
 {
-    release(&w->lock);
+    lock_release(&w->lock);
 }
 
 /* ==== pool ==============================================================
@@ -903,7 +912,7 @@ static uint64_t block_count(const tw_wheel *w)
 }
 
 /* The most entries `blocks` blocks are enough for. */
-static uint64_t entries_supported(uint64_t blocks)
+static uint64_t entries_for_blocks(uint64_t blocks)
 {
     uint64_t low = 0, high = blocks * BLOCK_ENTRIES + BLOCK_ENTRIES;
     while (low < high) { /* the largest e with blocks_needed(e) <= blocks */
@@ -930,7 +939,7 @@ static COLD int grow_blocks(tw_wheel *w, uint64_t entries)
             chunk[i].next = w->free_block;
             w->free_block = first + i;
         }
-        w->entries_supported = entries_supported(block_count(w));
+        w->entries_supported = entries_for_blocks(block_count(w));
     }
     return 0;
 }
@@ -1091,79 +1100,11 @@ static void queue_drop(tw_wheel *w, unsigned list)
     }
 }
 
-/* Compaction rewrites a queue without its stale entries, in place and in
- * order, a few entries per cancel or reschedule on that queue, so that no
- * single call pays for a whole slot (which may hold most of the timers).
- * While it runs, the queue reads: compacted entries from the head up to
- * `compact_write`, then only stale ones (moved or dead) up to
- * `compact_read`, then entries not yet looked at; every walk stays valid.
- * Anything that consumes the queue from its head (dispatch, staging, drop)
- * just abandons a compaction: what it left behind is stale entries. */
-#define COMPACT_STEP 64
-
+/* Ends a compaction under way on a queue being consumed from its head
+ * (see "compaction and unlink"): what it left is stale entries. */
 static void compact_abandon(struct queue *q)
 {
     q->compact_read = NO_POSITION;
-}
-
-static void compact_finish(tw_wheel *w, struct queue *q)
-{
-    /* q->count > 0 and all live entries lie before `write`: the blocks
-     * after the one it ends in hold stale entries only */
-    uint32_t write = q->compact_write, spare = block_of(w, write - 1)->next;
-    if (spare != NIL) {
-        blocks_give(w, spare, (q->tail - 1) >> POSITION_BITS);
-        block_of(w, write - 1)->next = NIL;
-    }
-    w->entries -= q->compact_holes;
-    q->entries -= q->compact_holes;
-    q->tail = write;
-    compact_abandon(q);
-}
-
-/* Moves up to COMPACT_STEP entries of a queue under compaction. */
-static void compact_step(tw_wheel *w, struct queue *q)
-{
-    uint32_t read = q->compact_read, write = q->compact_write, steps;
-    const struct block *from = NULL; /* the blocks of read and write, once */
-    struct block *to = NULL;         /* looked up */
-    for (steps = 0; steps < COMPACT_STEP && read != q->tail; steps++, read++) {
-        uint32_t index;
-        struct node *n;
-        if ((read & OFFSET_MASK) == BLOCK_ENTRIES) {
-            read = next_position(w, read);
-            prefetch_ahead(w, read, 0);
-            from = NULL;
-        }
-        if (!from)
-            from = block_of(w, read);
-        index = from->index[read & OFFSET_MASK];
-        n = node_at(w, index);
-        if (n->state != NODE_LINKED || n->position != read) {
-            q->compact_holes++; /* stale */
-            continue;
-        }
-        if ((write & OFFSET_MASK) == BLOCK_ENTRIES) {
-            write = next_position(w, write);
-            to = NULL;
-        }
-        if (!to)
-            to = block_of(w, write);
-        to->index[write & OFFSET_MASK] = index;
-        n->position = write;
-        write++;
-    }
-    q->compact_read = read;
-    q->compact_write = write;
-    if (read == q->tail)
-        compact_finish(w, q);
-}
-
-static void compact_start(tw_wheel *w, struct queue *q)
-{
-    q->compact_read = q->compact_write = q->head;
-    q->compact_holes = 0;
-    prefetch_ahead(w, q->head, 1);
 }
 
 /* The least due tick of each level slot is kept as timers are filed, so
@@ -1258,120 +1199,6 @@ static unsigned level_list(unsigned level)
 static unsigned level_ring(unsigned level)
 {
     return level == LEVELS - 1 ? LEVEL_SIZE : LEVEL_SLOTS;
-}
-
-/* Moves the live entries at offsets offset..end-1 of block `block` of
- * level slot `list` to the tails of their slots below (`below`, and the
- * bits `shift` and `mask` of their tick that pick the slot there); returns
- * how many. Inlined by force so the constants of a move into near drop
- * the level upkeep. */
-static HOT_INLINE uint64_t move_run(tw_wheel *w, unsigned list, const struct block *b,
-                                    uint32_t block, unsigned offset, unsigned end,
-                                    unsigned below, unsigned shift, unsigned mask)
-{
-    uint64_t moved = 0;
-    for (; offset < end; offset++) {
-        uint32_t index = b->index[offset];
-        struct node *n = node_at(w, index);
-        if (n->state != NODE_LINKED || n->position != ((block << POSITION_BITS) | offset))
-            continue;
-        forget_least(w, list - LIST_LEVEL0, n->expire);
-        w->queues[list].count--;
-        link_tail(w, below + ((n->expire >> shift) & mask), index, n);
-        moved++;
-    }
-    return moved;
-}
-
-/* Moves up to `budget` entries, live or stale, off the head of a level
- * slot, each live one to the tail of its slot one level down. A block's
- * entries are read as a run and the queue's counts settled once per run
- * (before the moves, so the reserve of blocks holds: see reserve_entries);
- * a block goes back to the pool once passed. */
-static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t budget)
-{
-    struct queue *q = &w->queues[list];
-    uint64_t moved = 0;
-    compact_abandon(q);
-    if (budget >= BLOCK_ENTRIES) /* a short batch would spend more on it */
-        prefetch_queue(w, list);
-    while (budget > 0 && q->entries) {
-        uint32_t block = q->head >> POSITION_BITS, next;
-        struct block *b = block_at(w, block);
-        unsigned offset = q->head & OFFSET_MASK, run = BLOCK_ENTRIES - offset, end;
-        if (run > q->entries)
-            run = q->entries;
-        if (run > budget)
-            run = (unsigned)budget;
-        end = offset + run;
-        budget -= run;
-        q->entries -= run;
-        w->entries -= run;
-        next = b->next;
-        if (level == 0) /* into near: the constants leave out level upkeep */
-            moved += move_run(w, list, b, block, offset, end, 0, 0, NEAR_RING_MASK);
-        else
-            moved += move_run(w, list, b, block, offset, end, level_list(level - 1),
-                              level_shift(level - 1), LEVEL_RING_MASK);
-        pass_head(w, q, block, next, end);
-    }
-    if (q->count == 0)
-        queue_drop(w, list); /* what is left is stale */
-    w->cascaded += moved;
-}
-
-/* The slot of `level` that staging is moving down now: the one after the
- * slot time is in. */
-static unsigned staged_slot(const tw_wheel *w, unsigned level)
-{
-    return level_list(level) +
-           (((unsigned)(w->now >> level_shift(level)) + 1) & (level_ring(level) - 1));
-}
-
-static int staging_now(const tw_wheel *w, unsigned list)
-{
-    return is_level_slot(list) &&
-           list == staged_slot(w, (list - LIST_LEVEL0) / LEVEL_SLOTS);
-}
-
-/* A queue that has just lost a live entry: compacts it a step when its
- * stale entries have come to outnumber twice its live ones. A slot being
- * staged is read from its head a share per tick, which a compaction in
- * place cannot share the head with; it is staged a step ahead instead (its
- * stale entries leave the same way). Kept out of line: cancel and
- * reschedule inline only the test. */
-static void compact_some(tw_wheel *w, unsigned list)
-{
-    struct queue *q = &w->queues[list];
-    if (w->destroying)
-        return; /* the release empties queues in order: nothing may move
-                   into one it has passed (a hook cancelling others) */
-    if (staging_now(w, list)) {
-        stage_entries(w, (list - LIST_LEVEL0) / LEVEL_SLOTS, list, COMPACT_STEP);
-        return;
-    }
-    if (q->compact_read == NO_POSITION)
-        compact_start(w, q);
-    compact_step(w, q);
-}
-
-/* Takes a node out of its queue; its entry stays behind, stale. Inlined:
- * it is most of a cancel, which is short enough for the CPU to overlap the
- * cache misses of consecutive calls only if it stays small. */
-static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
-{
-    unsigned list = list_of(n);
-    struct queue *q = &w->queues[list];
-    n->list = LIST_NONE;
-    n->state = NODE_DETACHED;
-    n->position = NO_POSITION;
-    if (is_level_slot(list))
-        forget_least(w, list - LIST_LEVEL0, n->expire);
-    if (--q->count == 0)
-        queue_drop(w, list);
-    else if (q->compact_read != NO_POSITION ||
-             q->entries - q->count > 2 * q->count + BLOCK_ENTRIES)
-        compact_some(w, list);
 }
 
 
@@ -1473,6 +1300,294 @@ static HOT_INLINE unsigned level_first(const tw_wheel *w, unsigned level,
     return level_list(level) + ((unsigned)(current + offset) & (size - 1));
 }
 
+/* ==== staging ===========================================================
+ * Skynet re-files a whole level slot when time enters its span (a cascade):
+ * with a million timers that is hundreds of thousands of moves in one tick.
+ * Here each level slot is moved one level down ahead of time instead, a
+ * share per tick, while the slot before it is current: into the other half
+ * of the ring below (near for level 0), which holds the next window and so
+ * mixes with nothing current. The share is what is left divided by the
+ * ticks left, so moving a slot costs about its size over its span per tick,
+ * and a jump over many ticks does their shares at once.
+ *
+ * Deadlines: level 0 must be done as its span starts (near dispatches it);
+ * level l >= 1 one level-(l-1) slot span earlier, when the level below
+ * starts staging the first slot it fed. next_event stops the driver at each
+ * deadline, so a jump does each slot's moves at the ticks ticking one by one
+ * would (a slot left past its deadline is still emptied as its span starts,
+ * before anything in it is due: the stops keep the shares, not exactness).
+ * A timer filed after its slot's deadline (adds go by skynet's rule) waits
+ * for the next tick, and is moved then: that work is bounded by the adds
+ * since.
+ *
+ * Order: a slot is read from its head and appended to the tails below, and
+ * adds and reschedules go to the highest level that can hold their tick,
+ * so for any one tick the entries in a higher slot are newer than those
+ * already moved below: timers of one tick still run in the order of their
+ * last add or reschedule. Outside stage(), the slot time itself is in is
+ * empty at every level. */
+
+/* Moves the live entries at offsets offset..end-1 of block `block` of
+ * level slot `list` to the tails of their slots below (`below`, and the
+ * bits `shift` and `mask` of their tick that pick the slot there); returns
+ * how many. Inlined by force so the constants of a move into near drop
+ * the level upkeep. */
+static HOT_INLINE uint64_t move_run(tw_wheel *w, unsigned list, const struct block *b,
+                                    uint32_t block, unsigned offset, unsigned end,
+                                    unsigned below, unsigned shift, unsigned mask)
+{
+    uint64_t moved = 0;
+    for (; offset < end; offset++) {
+        uint32_t index = b->index[offset];
+        struct node *n = node_at(w, index);
+        if (n->state != NODE_LINKED || n->position != ((block << POSITION_BITS) | offset))
+            continue;
+        forget_least(w, list - LIST_LEVEL0, n->expire);
+        w->queues[list].count--;
+        link_tail(w, below + ((n->expire >> shift) & mask), index, n);
+        moved++;
+    }
+    return moved;
+}
+
+/* Moves up to `budget` entries, live or stale, off the head of a level
+ * slot, each live one to the tail of its slot one level down. A block's
+ * entries are read as a run and the queue's counts settled once per run
+ * (before the moves, so the reserve of blocks holds: see reserve_entries);
+ * a block goes back to the pool once passed. */
+static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t budget)
+{
+    struct queue *q = &w->queues[list];
+    uint64_t moved = 0;
+    compact_abandon(q);
+    if (budget >= BLOCK_ENTRIES) /* a short batch would spend more on it */
+        prefetch_queue(w, list);
+    while (budget > 0 && q->entries) {
+        uint32_t block = q->head >> POSITION_BITS, next;
+        struct block *b = block_at(w, block);
+        unsigned offset = q->head & OFFSET_MASK, run = BLOCK_ENTRIES - offset, end;
+        if (run > q->entries)
+            run = q->entries;
+        if (run > budget)
+            run = (unsigned)budget;
+        end = offset + run;
+        budget -= run;
+        q->entries -= run;
+        w->entries -= run;
+        next = b->next;
+        if (level == 0) /* into near: the constants leave out level upkeep */
+            moved += move_run(w, list, b, block, offset, end, 0, 0, NEAR_RING_MASK);
+        else
+            moved += move_run(w, list, b, block, offset, end, level_list(level - 1),
+                              level_shift(level - 1), LEVEL_RING_MASK);
+        pass_head(w, q, block, next, end);
+    }
+    if (q->count == 0)
+        queue_drop(w, list); /* what is left is stale */
+    w->cascaded += moved;
+}
+
+/* The slot of `level` that staging is moving down now: the one after the
+ * slot time is in. */
+static unsigned staged_slot(const tw_wheel *w, unsigned level)
+{
+    return level_list(level) +
+           (((unsigned)(w->now >> level_shift(level)) + 1) & (level_ring(level) - 1));
+}
+
+/* The tick the slot after time's at `level` starts at: no timer in the
+ * level is due earlier. */
+static uint64_t next_start(const tw_wheel *w, unsigned level)
+{
+    return ((w->now >> level_shift(level)) + 1) << level_shift(level);
+}
+
+/* How long before a level slot's span starts its staging must be done:
+ * before the level below begins staging the span's first slot (near has
+ * nothing below: level 0 finishes as its span starts). */
+static uint64_t stage_lead(unsigned level)
+{
+    return level ? UINT64_C(1) << level_shift(level - 1) : 0;
+}
+
+/* Brings every level's staging up to `now`, top level first so that what
+ * a level moves down is there for the level below to move on. */
+static void stage(tw_wheel *w)
+{
+    unsigned level = LEVELS;
+    while (level-- > 0) {
+        unsigned shift = level_shift(level), size = level_ring(level);
+        uint64_t current = w->now >> shift, start = (current + 1) << shift;
+        uint64_t deadline = start - stage_lead(level), from, budget;
+        unsigned here = level_list(level) + ((unsigned)current & (size - 1));
+        unsigned next = staged_slot(w, level);
+        struct queue *q = &w->queues[next];
+        if (!level_occupied(w, level))
+            continue;
+        /* the slot time is in: level 0's on its first tick (its deadline),
+         * or timers filed into a slot after its deadline had passed */
+        if (w->queues[here].entries)
+            stage_entries(w, level, here, UINT64_MAX);
+        if (!q->entries)
+            continue;
+        from = start - (UINT64_C(1) << shift);
+        if (from < w->staged_tick)
+            from = w->staged_tick;
+        if (w->now >= deadline)
+            budget = UINT64_MAX;
+        else /* its share of the entries left for the ticks since `from` */
+            budget = (q->entries * (w->now - from) + (deadline - from) - 1) /
+                     (deadline - from);
+        if (budget)
+            stage_entries(w, level, next, budget);
+    }
+    w->staged_tick = w->now;
+}
+
+/* Ticks from now to the next tick at which the wheel has work: a near slot
+ * to dispatch, or a level slot whose staging must be finished by then;
+ * TW_NEVER when every slot is empty. Staging may be overdue (a timer filed
+ * in a slot past its deadline): that is work for the next tick. */
+static uint64_t next_event(const tw_wheel *w)
+{
+    uint64_t best = near_next(w), start;
+    unsigned level;
+    if (best == 1)
+        return 1; /* no deadline comes sooner */
+    for (level = 0; level < LEVELS; level++) {
+        /* no deadline of the level comes before the next slot's, and an
+         * overdue one counts as the next tick */
+        uint64_t soonest = next_start(w, level) - stage_lead(level);
+        if (soonest > w->now && soonest - w->now >= best)
+            continue;
+        if (level_first(w, level, &start)) {
+            uint64_t deadline = start - stage_lead(level);
+            uint64_t step = deadline > w->now ? deadline - w->now : 1;
+            if (step < best)
+                best = step;
+        }
+    }
+    return best;
+}
+
+/* ==== compaction and unlink ============================================
+ * Compaction rewrites a queue without its stale entries, in place and in
+ * order, a few entries per cancel or reschedule on that queue, so that no
+ * single call pays for a whole slot (which may hold most of the timers).
+ * While it runs, the queue reads: compacted entries from the head up to
+ * `compact_write`, then only stale ones (moved or dead) up to
+ * `compact_read`, then entries not yet looked at; every walk stays valid.
+ * Anything that consumes the queue from its head (dispatch, staging, drop)
+ * just abandons a compaction: what it left behind is stale entries.
+ * Taking a node out of its queue (cancel, reschedule) is here too: it is
+ * what starts and drives a compaction. */
+#define COMPACT_STEP 64
+
+static void compact_finish(tw_wheel *w, struct queue *q)
+{
+    /* q->count > 0 and all live entries lie before `write`: the blocks
+     * after the one it ends in hold stale entries only */
+    uint32_t write = q->compact_write, spare = block_of(w, write - 1)->next;
+    if (spare != NIL) {
+        blocks_give(w, spare, (q->tail - 1) >> POSITION_BITS);
+        block_of(w, write - 1)->next = NIL;
+    }
+    w->entries -= q->compact_holes;
+    q->entries -= q->compact_holes;
+    q->tail = write;
+    compact_abandon(q);
+}
+
+/* Moves up to COMPACT_STEP entries of a queue under compaction. */
+static void compact_step(tw_wheel *w, struct queue *q)
+{
+    uint32_t read = q->compact_read, write = q->compact_write, steps;
+    const struct block *from = NULL; /* the blocks of read and write, once */
+    struct block *to = NULL;         /* looked up */
+    for (steps = 0; steps < COMPACT_STEP && read != q->tail; steps++, read++) {
+        uint32_t index;
+        struct node *n;
+        if ((read & OFFSET_MASK) == BLOCK_ENTRIES) {
+            read = next_position(w, read);
+            prefetch_ahead(w, read, 0);
+            from = NULL;
+        }
+        if (!from)
+            from = block_of(w, read);
+        index = from->index[read & OFFSET_MASK];
+        n = node_at(w, index);
+        if (n->state != NODE_LINKED || n->position != read) {
+            q->compact_holes++; /* stale */
+            continue;
+        }
+        if ((write & OFFSET_MASK) == BLOCK_ENTRIES) {
+            write = next_position(w, write);
+            to = NULL;
+        }
+        if (!to)
+            to = block_of(w, write);
+        to->index[write & OFFSET_MASK] = index;
+        n->position = write;
+        write++;
+    }
+    q->compact_read = read;
+    q->compact_write = write;
+    if (read == q->tail)
+        compact_finish(w, q);
+}
+
+static void compact_start(tw_wheel *w, struct queue *q)
+{
+    q->compact_read = q->compact_write = q->head;
+    q->compact_holes = 0;
+    prefetch_ahead(w, q->head, 1);
+}
+
+static int staging_now(const tw_wheel *w, unsigned list)
+{
+    return is_level_slot(list) &&
+           list == staged_slot(w, (list - LIST_LEVEL0) / LEVEL_SLOTS);
+}
+
+/* A queue that has just lost a live entry: compacts it a step when its
+ * stale entries have come to outnumber twice its live ones. A slot being
+ * staged is read from its head a share per tick, which a compaction in
+ * place cannot share the head with; it is staged a step ahead instead (its
+ * stale entries leave the same way). Kept out of line: cancel and
+ * reschedule inline only the test. */
+static void compact_some(tw_wheel *w, unsigned list)
+{
+    struct queue *q = &w->queues[list];
+    if (w->destroying)
+        return; /* the release empties queues in order: nothing may move
+                   into one it has passed (a hook cancelling others) */
+    if (staging_now(w, list)) {
+        stage_entries(w, (list - LIST_LEVEL0) / LEVEL_SLOTS, list, COMPACT_STEP);
+        return;
+    }
+    if (q->compact_read == NO_POSITION)
+        compact_start(w, q);
+    compact_step(w, q);
+}
+
+/* Takes a node out of its queue; its entry stays behind, stale. Inlined:
+ * it is most of a cancel, which is short enough for the CPU to overlap the
+ * cache misses of consecutive calls only if it stays small. */
+static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
+{
+    unsigned list = list_of(n);
+    struct queue *q = &w->queues[list];
+    n->list = LIST_NONE;
+    n->state = NODE_DETACHED;
+    n->position = NO_POSITION;
+    if (is_level_slot(list))
+        forget_least(w, list - LIST_LEVEL0, n->expire);
+    if (--q->count == 0)
+        queue_drop(w, list);
+    else if (q->compact_read != NO_POSITION ||
+             q->entries - q->count > 2 * q->count + BLOCK_ENTRIES)
+        compact_some(w, list);
+}
 
 /* ==== clock =============================================================
  * Where a delay counts from. On a tick-driven wheel: `now`, exact in
@@ -1490,7 +1605,8 @@ static HOT_INLINE unsigned level_first(const tw_wheel *w, unsigned level,
  * before the lock), due_of (the due tick of an add or reschedule),
  * expire_target (where tw_expire walks to), the drive mode and its
  * changes, and tick_start_us / ticks_after_us (ticks back to readings,
- * for deadlines). Nothing else reads the clock's fields but tw_tick_us. */
+ * for deadlines). Nothing else writes the clock's fields; tw_timeout_ms,
+ * tw_tick_us, tw_get_stats and the checker read some. */
 
 #define NO_READING UINT64_MAX
 
@@ -1673,7 +1789,7 @@ static uint64_t expire_target(tw_wheel *w)
     uint64_t clock, rebases = w->rebases;
     unlock(w);
     clock = read_clock(w);
-    acquire(&w->lock, 1);
+    lock_acquire(&w->lock, 1);
     if (w->rebases != rebases)
         clock = read_clock(w);
     set_mode(w, mode_after_expire);
@@ -1807,110 +1923,6 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     return id;
 }
 
-/* ==== staging ===========================================================
- * Skynet re-files a whole level slot when time enters its span (a cascade):
- * with a million timers that is hundreds of thousands of moves in one tick.
- * Here each level slot is moved one level down ahead of time instead, a
- * share per tick, while the slot before it is current: into the other half
- * of the ring below (near for level 0), which holds the next window and so
- * mixes with nothing current. The share is what is left divided by the
- * ticks left, so moving a slot costs about its size over its span per tick,
- * and a jump over many ticks does their shares at once.
- *
- * Deadlines: level 0 must be done as its span starts (near dispatches it);
- * level l >= 1 one level-(l-1) slot span earlier, when the level below
- * starts staging the first slot it fed. next_event stops the driver at each
- * deadline, so a jump does each slot's moves at the ticks ticking one by one
- * would (a slot left past its deadline is still emptied as its span starts,
- * before anything in it is due: the stops keep the shares, not exactness).
- * A timer filed after its slot's deadline (adds go by skynet's rule) waits
- * for the next tick, and is moved then: that work is bounded by the adds
- * since.
- *
- * Order: a slot is read from its head and appended to the tails below, and
- * adds and reschedules go to the highest level that can hold their tick,
- * so for any one tick the entries in a higher slot are newer than those
- * already moved below: timers of one tick still run in the order of their
- * last add or reschedule. Outside stage(), the slot time itself is in is
- * empty at every level. (The move itself, stage_entries, is with the
- * slots: compaction hands a slot being staged to it.) */
-
-/* The tick the slot after time's at `level` starts at: no timer in the
- * level is due earlier. */
-static uint64_t next_start(const tw_wheel *w, unsigned level)
-{
-    return ((w->now >> level_shift(level)) + 1) << level_shift(level);
-}
-
-/* How long before a level slot's span starts its staging must be done:
- * before the level below begins staging the span's first slot (near has
- * nothing below: level 0 finishes as its span starts). */
-static uint64_t stage_lead(unsigned level)
-{
-    return level ? UINT64_C(1) << level_shift(level - 1) : 0;
-}
-
-/* Brings every level's staging up to `now`, top level first so that what
- * a level moves down is there for the level below to move on. */
-static void stage(tw_wheel *w)
-{
-    unsigned level = LEVELS;
-    while (level-- > 0) {
-        unsigned shift = level_shift(level), size = level_ring(level);
-        uint64_t current = w->now >> shift, start = (current + 1) << shift;
-        uint64_t deadline = start - stage_lead(level), from, budget;
-        unsigned here = level_list(level) + ((unsigned)current & (size - 1));
-        unsigned next = staged_slot(w, level);
-        struct queue *q = &w->queues[next];
-        if (!level_occupied(w, level))
-            continue;
-        /* the slot time is in: level 0's on its first tick (its deadline),
-         * or timers filed into a slot after its deadline had passed */
-        if (w->queues[here].entries)
-            stage_entries(w, level, here, UINT64_MAX);
-        if (!q->entries)
-            continue;
-        from = start - (UINT64_C(1) << shift);
-        if (from < w->staged_tick)
-            from = w->staged_tick;
-        if (w->now >= deadline)
-            budget = UINT64_MAX;
-        else /* its share of the entries left for the ticks since `from` */
-            budget = (q->entries * (w->now - from) + (deadline - from) - 1) /
-                     (deadline - from);
-        if (budget)
-            stage_entries(w, level, next, budget);
-    }
-    w->staged_tick = w->now;
-}
-
-/* Ticks from now to the next tick at which the wheel has work: a near slot
- * to dispatch, or a level slot whose staging must be finished by then;
- * TW_NEVER when every slot is empty. Staging may be overdue (a timer filed
- * in a slot past its deadline): that is work for the next tick. */
-static uint64_t next_event(const tw_wheel *w)
-{
-    uint64_t best = near_next(w), start;
-    unsigned level;
-    if (best == 1)
-        return 1; /* no deadline comes sooner */
-    for (level = 0; level < LEVELS; level++) {
-        /* no deadline of the level comes before the next slot's, and an
-         * overdue one counts as the next tick */
-        uint64_t soonest = next_start(w, level) - stage_lead(level);
-        if (soonest > w->now && soonest - w->now >= best)
-            continue;
-        if (level_first(w, level, &start)) {
-            uint64_t deadline = start - stage_lead(level);
-            uint64_t step = deadline > w->now ? deadline - w->now : 1;
-            if (step < best)
-                best = step;
-        }
-    }
-    return best;
-}
-
-
 /* ==== next expiry ========================================================
  * What is due when: tw_next_expiry in O(1), and a timer's time left. */
 
@@ -1990,6 +2002,8 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
         return 0;
     step = near_next(w);
     for (level = 0; level < LEVELS && next_start(w, level) - w->now < step; level++) {
+        if (!level_occupied(w, level))
+            continue;
         list = level_first(w, level, &start);
         if (list && start - w->now < step) {
             uint32_t least = slot_least(w, list, exact);
@@ -2059,7 +2073,7 @@ static int finish_node(tw_wheel *w, uint32_t index)
     w->hooks = &frame;
     unlock(w);
     release(user_data);
-    acquire(&w->lock, driver);
+    lock_acquire(&w->lock, driver);
     for (link = &w->hooks; *link != &frame; link = &(*link)->next)
         ;
     *link = frame.next;
@@ -2221,7 +2235,8 @@ static void finish_deferred_destroy(tw_wheel *w)
 {
     int on_timer_thread;
     /* `control` first: the tw_thread_start that created this thread may
-     * still hold it (a callback can run before pthread_create returns). */
+     * still hold it: it lets go of `sleep_mutex`, which this thread needs
+     * to start, before `control`. */
     pthread_mutex_lock(&w->control);
     pthread_mutex_lock(&w->sleep_mutex);
     on_timer_thread = w->thread_state != THREAD_IDLE &&
@@ -2269,7 +2284,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         w->fired++;
         unlock(w);
         callback(w, make_id(index, generation), user_data);
-        acquire(&w->lock, 1);
+        lock_acquire(&w->lock, 1);
         ran++; /* n is still the node: chunks never move */
         if (n->state == NODE_REARMING && !w->destroying) {
             /* A periodic timer nobody touched while it ran: fixed rate, so
@@ -2319,7 +2334,7 @@ static int begin_drive(tw_wheel *w, struct drive *d, int timer_thread)
 {
     if (!claim_driver(&w->lock))
         return -EBUSY;
-    acquire(&w->lock, 1);
+    lock_acquire(&w->lock, 1);
     if (w->destroying) {
         end_driver_claim(&w->lock);
         unlock(w);
@@ -2586,7 +2601,21 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
 /* tw_destroy's decision under the lock, by its re-entrancy rules (see
  * timer.h): -EBUSY; 0 when this call is done, the destroy finished by the
  * drive or by the outermost tw_cancel running a hook on this thread; or 1
- * to stop the timer thread and tear the wheel down. */
+ * to stop the timer thread and tear the wheel down.
+ *  - On the driver (a callback, or a hook it runs): every pending timer is
+ *    released now, as a plain destroy would; the batch stops after this
+ *    callback and the drive frees the wheel as it ends. Not on a timer
+ *    thread another thread is stopping: that one joins it and uses the
+ *    wheel after this call.
+ *  - Inside hooks of cancels on this thread: the outermost of those
+ *    tw_cancel calls destroys the wheel once its hook has returned, so no
+ *    caller further in still holds a wheel that was freed.
+ *  - Hooks of other threads' cancels, or another driver, are the caller's
+ *    race; the timer thread's own hooks are part of its drive, which
+ *    stopping the thread waits for.
+ * A destroy decided (0 or 1) marks the wheel at once: from then on adds
+ * fail, and a callback still running on the timer thread, which this call
+ * will stop and join, is refused rather than beginning a second destroy. */
 static int destroy_decision(tw_wheel *w)
 {
     struct hook_frame *frame, *outermost = NULL;
@@ -2595,35 +2624,23 @@ static int destroy_decision(tw_wheel *w)
     if (w->destroying)
         return -EBUSY;
     if (on_driver_thread(w)) {
-        /* From a callback or a hook on the driver (a cancel's hook inside
-         * a callback included): every pending timer is released now, as a
-         * plain destroy would; the batch stops after this callback and the
-         * driving call frees the wheel as it returns. Not on a timer thread
-         * that another thread is stopping: that one joins it, and is
-         * using the wheel after this call. */
         if (timer_thread && timer_thread_state(w) == THREAD_STOPPING)
             return -EBUSY;
         w->drive->free_wheel = 1;
         release_pending(w);
         return 0;
     }
-    /* The timer thread's own hooks are part of its drive, like its
-     * callbacks: stopping the thread waits for them. Hooks of other
-     * threads' cancels, or another driver, are the caller's race. */
     for (frame = w->hooks; frame; frame = frame->next)
         if (pthread_equal(frame->thread, pthread_self()))
             outermost = frame;
         else if (!timer_thread || !pthread_equal(frame->thread, w->drive->thread))
             foreign = 1;
-    if (outermost) {
-        /* Inside hooks of cancels on this thread: the outermost of those
-         * tw_cancel calls destroys the wheel once its hook has returned,
-         * so no caller further in still holds a wheel that was freed. */
+    if (outermost)
         outermost->destroy = 1;
-        w->destroying = 1; /* adds fail from here, as in the teardown */
-        return 0;
-    }
-    return foreign ? -EBUSY : 1;
+    else if (foreign)
+        return -EBUSY;
+    w->destroying = 1;
+    return outermost ? 0 : 1;
 }
 
 TW_EXPORT int tw_destroy(tw_wheel *w)
@@ -2636,6 +2653,7 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
     unlock(w);
     if (decision <= 0)
         return decision;
+    TW_TEST_DESTROY_DECIDED(w);
     /* Not the timer thread, whose calls all come from its drive: so the
      * stop cannot fail. */
     stop_thread(w);
@@ -2959,10 +2977,12 @@ TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
 }
 
 /* ==== checker ===========================================================
- * tw_check walks everything the lock guards and names the first invariant
- * it finds broken (tw_stats.broken_invariant), one checker per part: the
- * lock and the drive, the clock, the slots (each queue: its entries, counts,
- * bit, placement, least tick, compaction), the pool and the blocks. A value
+ * tw_check names the first invariant it finds broken
+ * (tw_stats.broken_invariant), one checker per part: the drive, the clock,
+ * the slots (each queue: its entries, counts, bit, placement, least tick,
+ * compaction, each timer's release hook), the pool and the blocks. Hook
+ * frames and cancel waits live on other threads' stacks and are not
+ * walked. A value
  * that fails is recorded and the walk goes on; a link that fails (an index
  * out of range) ends that walk, which would otherwise read outside the
  * wheel. */
@@ -3114,6 +3134,8 @@ static void check_queue(const tw_wheel *w, unsigned list, struct verdict *v)
             continue;
         n = node_at(w, index);
         check(v, list_of(n) == list, "a placed node names the queue holding its entry");
+        check(v, n->release <= w->release_count,
+              "a timer's release hook is one the wheel remembers");
         check_placement(w, list, n->expire, v);
         live++;
         if ((uint32_t)(n->expire - time) < least)

@@ -150,7 +150,9 @@ struct tw_config {
 };
 
 /* Counters for operators. Set `size` to sizeof(struct tw_stats) before the
- * call; fields beyond `size` are not written. */
+ * call; fields beyond `size` are not written, and `size` comes back as the
+ * bytes written: the smaller of the caller's size and the library's
+ * struct (an older library's shorter one leaves newer fields alone). */
 struct tw_stats {
     uint32_t size;
     uint32_t tick_us;
@@ -228,7 +230,9 @@ struct tw_stats {
  *  - tw_cancel() is O(1) but blocks while the timer's callback runs on
  *    another thread (see tw_cancel()).
  *  - TW_MAX_DELAY is the limit from tw_now(), which on a clock-driven
- *    wheel may lag the clock (see TW_MAX_DELAY). */
+ *    wheel may lag the clock (see TW_MAX_DELAY).
+ *  - tw_reschedule() checks its delay and interval before the id: out of
+ *    range, it answers -ERANGE even for an id that is not live. */
 
 /* ---- re-entrancy ---------------------------------------------------------
  * Callbacks and release hooks run with the wheel's lock released, so they
@@ -308,7 +312,9 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config);
  * tw_cancel() runs on this thread outside any callback, it returns 0 and
  * that tw_cancel() finishes the destroy as soon as the hook returns.
  * Returns -EBUSY and touches nothing (the timer thread keeps running) when
- * called a second time, from a release hook run by tw_destroy, on the
+ * called a second time while a destroy is under way (a deferred one, or
+ * one that is stopping the timer thread), from a release hook run by
+ * tw_destroy, on the
  * timer thread while another thread is stopping it, while
  * another thread drives the wheel with tw_advance() or tw_expire(), or
  * while another thread runs one of its release hooks (but the timer
@@ -370,8 +376,10 @@ TW_EXPORT tw_id tw_add_periodic(tw_wheel *wheel, uint64_t first,
 
 /* The general form: interval 0 makes a one-shot. release (may be NULL) gets
  * user_data back exactly once when the wheel is done with the timer. A wheel
- * remembers up to 255 distinct release functions (EMFILE past that). Errors
- * as tw_add(). Thread-safe. */
+ * remembers up to 255 distinct release functions (EMFILE past that), for
+ * its whole life: a function stays remembered after its timers are gone,
+ * so use a few long-lived ones; NULL does not count. Errors as tw_add().
+ * Thread-safe. */
 TW_EXPORT tw_id tw_add_ex(tw_wheel *wheel, uint64_t delay, uint64_t interval,
                           tw_callback *callback, tw_release *release,
                           void *user_data);

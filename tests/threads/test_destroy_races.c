@@ -11,7 +11,15 @@
  * (b) Another thread is stopping the timer thread (joining it) when a
  *     callback on it destroys the wheel: that destroy is refused with
  *     -EBUSY, the stopper's join completes, and the wheel is still whole.
+ * (c) A thread's tw_destroy has decided to stop the timer thread and tear
+ *     the wheel down, and has not begun the stop, when a callback on the
+ *     timer thread destroys the wheel: that second destroy is refused
+ *     with -EBUSY and the first completes, once (a hook in timer.c holds
+ *     the first destroy at that point until the callback has answered).
  */
+#define TW_TEST_DESTROY_DECIDED(w) destroy_decided(w)
+struct tw_wheel;
+static void destroy_decided(struct tw_wheel *w);
 #include "../../timer.c"
 
 #include "thr.h"
@@ -134,6 +142,58 @@ static void test_destroy_on_a_timer_thread_being_stopped(void **state)
     thr_destroy(stopping.w);
 }
 
+/* ---- (c) a second destroy from the timer thread, in the first's gap ------ */
+
+static struct {
+    tw_wheel *w;
+    atomic_int armed;    /* the hook acts for this test's wheel only */
+    atomic_int inside;   /* the callback runs on the timer thread */
+    atomic_int decided;  /* the first destroy has decided */
+    atomic_int answered; /* the callback's tw_destroy, + 100 once made */
+    atomic_int destroyed; /* on_destroy calls */
+} gap;
+
+static void destroy_decided(struct tw_wheel *w)
+{
+    if (!atomic_load(&gap.armed) || w != gap.w)
+        return;
+    atomic_store(&gap.decided, 1);
+    THR_WAIT_UNTIL(atomic_load(&gap.answered)); /* the callback's turn */
+}
+
+static void second_destroy_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)id, (void)data;
+    atomic_store(&gap.inside, 1);
+    THR_WAIT_UNTIL(atomic_load(&gap.decided));
+    atomic_store(&gap.answered, 100 + tw_destroy(w));
+}
+
+static void count_gap_destroyed(void *context)
+{
+    (void)context;
+    atomic_fetch_add(&gap.destroyed, 1);
+}
+
+static void test_second_destroy_while_the_first_stops_the_thread(void **state)
+{
+    struct tw_config c;
+    memset(&gap, 0, sizeof gap);
+    tw_config_init(&c);
+    c.lock = thr_lock_of(state);
+    c.on_destroy = count_gap_destroyed;
+    gap.w = tw_create(&c);
+    assert_non_null(gap.w);
+    assert_int_not_equal(tw_add(gap.w, 0, second_destroy_cb, NULL), 0);
+    assert_int_not_equal(tw_add(gap.w, 100000, second_destroy_cb, NULL), 0);
+    atomic_store(&gap.armed, 1);
+    assert_int_equal(tw_thread_start(gap.w, 200), 0);
+    THR_WAIT_UNTIL(atomic_load(&gap.inside));
+    assert_int_equal(tw_destroy(gap.w), 0); /* stops, joins and frees */
+    assert_int_equal(atomic_load(&gap.answered), 100 - EBUSY);
+    assert_int_equal(atomic_load(&gap.destroyed), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -143,6 +203,9 @@ int main(void)
         T_SPIN(test_destroy_on_a_timer_thread_being_stopped),
         T_ADAPTIVE(test_destroy_on_a_timer_thread_being_stopped),
         T_MUTEX(test_destroy_on_a_timer_thread_being_stopped),
+        T_SPIN(test_second_destroy_while_the_first_stops_the_thread),
+        T_ADAPTIVE(test_second_destroy_while_the_first_stops_the_thread),
+        T_MUTEX(test_second_destroy_while_the_first_stops_the_thread),
     };
     return THR_RUN(tests);
 }
