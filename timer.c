@@ -127,7 +127,9 @@ typedef unsigned spin_word;
 #define DUE_EPOCH_MASK ((1u << DUE_EPOCH_BITS) - 1)
 
 /* A queue is a chain of 64-byte blocks (one cache line: a link and 15 node
- * indices). A position names one entry: block number << 4 | offset. */
+ * indices). A position names one entry: block number << 4 | offset, 0..14;
+ * offset 15 (BLOCK_ENTRIES) means one past the block's last entry, where
+ * a walk steps to the next block (next_position). */
 #define BLOCK_ENTRIES 15
 #define POSITION_BITS 4
 #define OFFSET_MASK ((1u << POSITION_BITS) - 1)
@@ -972,7 +974,11 @@ static void block_give(tw_wheel *w, uint32_t block)
     blocks_give(w, block, block);
 }
 
-/* The position after the end of a block is the start of the next one. */
+/* The one step of every walk that reads a queue in place (the least-tick
+ * scan, compaction, the checker): a position one past a block's last entry
+ * (offset 15, BLOCK_ENTRIES, which no entry has) is the start of the next
+ * block. Walks that consume a queue from its head (dispatch, staging) move
+ * it with pass_head instead, giving blocks back as they go. */
 static uint32_t next_position(const tw_wheel *w, uint32_t position)
 {
     if ((position & OFFSET_MASK) != BLOCK_ENTRIES)
@@ -2360,9 +2366,9 @@ static void end_drive(tw_wheel *w, struct drive *d)
         finish_deferred_destroy(w);
 }
 
-/* Walks to `target`; lock held on entry (from begin_drive), released on
- * return. Returns the callbacks run. */
-static int64_t drive(tw_wheel *w, struct drive *d, uint64_t target)
+/* Walks to `target`, ending the drive; lock held on entry (from
+ * begin_drive), released on return. Returns the callbacks run. */
+static int64_t walk_to(tw_wheel *w, struct drive *d, uint64_t target)
 {
     int64_t ran;
     unsigned list = w->due_list;
@@ -2387,8 +2393,9 @@ static int64_t drive(tw_wheel *w, struct drive *d, uint64_t target)
     return ran;
 }
 
-/* tw_expire, and the timer thread's call of it. */
-static int64_t expire(tw_wheel *w, struct drive *d, int timer_thread)
+/* tw_expire, and the timer thread's call of it: the frame `d` is the
+ * caller's, which reads d->free_wheel after the call. */
+static int64_t drive_by_clock(tw_wheel *w, struct drive *d, int timer_thread)
 {
     uint64_t target;
     if (begin_drive(w, d, timer_thread))
@@ -2399,10 +2406,11 @@ static int64_t expire(tw_wheel *w, struct drive *d, int timer_thread)
                             already due */
         return -ERANGE;
     }
-    return drive(w, d, target);
+    return walk_to(w, d, target);
 }
 
-static int64_t advance(tw_wheel *w, uint64_t ticks)
+/* tw_advance. */
+static int64_t drive_by_ticks(tw_wheel *w, uint64_t ticks)
 {
     struct drive d;
     if (begin_drive(w, &d, 0))
@@ -2412,7 +2420,7 @@ static int64_t advance(tw_wheel *w, uint64_t ticks)
         end_drive(w, &d);
         return -ERANGE;
     }
-    return drive(w, &d, w->now + ticks);
+    return walk_to(w, &d, w->now + ticks);
 }
 
 /* ==== timer thread ======================================================
@@ -2428,7 +2436,7 @@ static void *timer_thread_main(void *argument)
     while (w->thread_state == THREAD_RUNNING) {
         pthread_mutex_unlock(&w->sleep_mutex);
         d.free_wheel = 0;
-        expire(w, &d, 1);
+        drive_by_clock(w, &d, 1);
         if (d.free_wheel)
             return NULL; /* a callback destroyed the wheel; detached */
         clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -2816,12 +2824,12 @@ TW_EXPORT uint64_t tw_gettime(void)
 TW_EXPORT int64_t tw_expire(tw_wheel *w)
 {
     struct drive d;
-    return w ? expire(w, &d, 0) : -EINVAL;
+    return w ? drive_by_clock(w, &d, 0) : -EINVAL;
 }
 
 TW_EXPORT int64_t tw_advance(tw_wheel *w, uint64_t ticks)
 {
-    return w ? advance(w, ticks) : -EINVAL;
+    return w ? drive_by_ticks(w, ticks) : -EINVAL;
 }
 
 TW_EXPORT uint64_t tw_next_expiry(tw_wheel *w)
@@ -3113,11 +3121,11 @@ static void check_queue(const tw_wheel *w, unsigned list, struct verdict *v)
         const struct node *n;
         phase = compact_phase(q, phase, position);
         if ((position & OFFSET_MASK) == BLOCK_ENTRIES) {
-            position = block_of(w, position - 1)->next;
-            if (!check(v, position < block_count(w) && ++v->blocks <= block_count(w),
+            uint32_t next = block_of(w, position - 1)->next;
+            if (!check(v, next < block_count(w) && ++v->blocks <= block_count(w),
                        "a queue's blocks are a chain of blocks that exist"))
                 return;
-            position <<= POSITION_BITS;
+            position = next_position(w, position);
             phase = compact_phase(q, phase, position);
         }
         if (!check(v, (position & OFFSET_MASK) < BLOCK_ENTRIES &&
