@@ -2004,7 +2004,7 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
     uint64_t step, start;
     unsigned level, list;
     if (w->queues[LIST_DUE_A].count || w->queues[LIST_DUE_B].count ||
-        w->queues[w->now & NEAR_RING_MASK].count)
+        (w->drive && w->queues[w->now & NEAR_RING_MASK].count))
         return 0;
     step = near_next(w);
     for (level = 0; level < LEVELS && next_start(w, level) - w->now < step; level++) {

@@ -35,7 +35,7 @@ static struct {
     int destroy_result;
 } waiter;
 
-static unsigned cancel_waiters_now(tw_wheel *w)
+static unsigned cancel_waits_now(tw_wheel *w)
 {
     unsigned n = 0;
     const struct cancel_wait *wait;
@@ -51,7 +51,7 @@ static void destroy_after_waiter_cb(tw_wheel *w, tw_id id, void *data)
     (void)id, (void)data;
     atomic_store(&waiter.started, 1);
     /* the canceller is parked in tw_cancel, waiting for this callback */
-    THR_WAIT_UNTIL(cancel_waiters_now(w) == 1);
+    THR_WAIT_UNTIL(cancel_waits_now(w) == 1);
     waiter.destroy_result = tw_destroy(w);
 }
 
