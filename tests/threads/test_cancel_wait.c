@@ -11,6 +11,11 @@
  * counts its lock acquisitions over them: a wait that polled would take the
  * lock each time it ran. The verdict cannot depend on timing for a wait
  * that sleeps: it then takes the lock exactly zero times.
+ *
+ * Waits share one condition variable, so every wake-up must reach them
+ * all: two cancellers of one running callback both return, and stopping
+ * the timer thread while a cancel waits stops it (it does not sleep out
+ * its hour-long period).
  */
 #define TW_NO_FUTEX 1
 #define TW_TEST_LOCK_EVENT(lock, what) lock_event((what))
@@ -86,12 +91,139 @@ static void test_cancel_sleeps_while_the_callback_runs(void **state)
     thr_destroy(run.w);
 }
 
+/* ---- two cancellers of one running callback ---------------------------- */
+
+static struct {
+    tw_wheel *w;
+    tw_id id;
+    atomic_int started;
+    atomic_int results; /* sum of the cancels' results, + 10 each */
+} two;
+
+static int waits_now(tw_wheel *w)
+{
+    int n = 0;
+    const struct cancel_wait *wait;
+    lock(w);
+    for (wait = w->cancel_waits; wait; wait = wait->next)
+        n++;
+    unlock(w);
+    return n;
+}
+
+static void wait_for_two_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)id, (void)data;
+    atomic_store(&two.started, 1);
+    THR_WAIT_UNTIL(waits_now(w) == 2);
+}
+
+static void *second_canceller_main(void *argument)
+{
+    (void)argument;
+    THR_WAIT_UNTIL(atomic_load(&two.started));
+    atomic_fetch_add(&two.results, 10 + tw_cancel(two.w, two.id));
+    return NULL;
+}
+
+static void test_two_cancellers_both_return(void **state)
+{
+    pthread_t a, b;
+    memset(&two, 0, sizeof two);
+    two.w = thr_wheel(thr_lock_of(state), 1000, NULL, NULL);
+    two.id = tw_add_periodic(two.w, 1, 5, wait_for_two_cb, NULL);
+    assert_int_not_equal(two.id, 0);
+    assert_int_equal(pthread_create(&a, NULL, second_canceller_main, NULL), 0);
+    assert_int_equal(pthread_create(&b, NULL, second_canceller_main, NULL), 0);
+    assert_int_equal(tw_advance(two.w, 1), 1);
+    THR_WAIT_UNTIL(atomic_load(&two.results) >= 20); /* both woke */
+    assert_int_equal(pthread_join(a, NULL), 0);
+    assert_int_equal(pthread_join(b, NULL), 0);
+    assert_int_equal(atomic_load(&two.results), 21); /* one cancelled it */
+    assert_int_equal(tw_count(two.w), 0);
+    thr_destroy(two.w);
+}
+
+/* ---- stopping the timer thread while a cancel waits --------------------- */
+
+static struct {
+    tw_wheel *w;
+    tw_id id;
+    atomic_int started, release, result, stopped;
+    atomic_int gave_up; /* the callback stopped waiting for `release` */
+} stop;
+
+static void held_until_released_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)w, (void)id, (void)data;
+    atomic_store(&stop.started, 1);
+    THR_WAIT_UNTIL(atomic_load(&stop.release));
+    if (!atomic_load(&stop.release))
+        atomic_store(&stop.gave_up, 1);
+}
+
+static void *stop_driver_main(void *argument)
+{
+    (void)argument;
+    (void)tw_advance(stop.w, 1);
+    return NULL;
+}
+
+static void *stop_canceller_main(void *argument)
+{
+    (void)argument;
+    atomic_store(&stop.result, 10 + tw_cancel(stop.w, stop.id));
+    return NULL;
+}
+
+static void *stopper_main(void *argument)
+{
+    (void)argument;
+    atomic_store(&stop.stopped, 100 + tw_thread_stop(stop.w));
+    return NULL;
+}
+
+static void test_stop_reaches_the_timer_thread(void **state)
+{
+    pthread_t driver, canceller, stopper;
+    int stopped_while_held;
+    memset(&stop, 0, sizeof stop);
+    stop.w = thr_wheel(thr_lock_of(state), 1000, NULL, NULL);
+    stop.id = tw_add_periodic(stop.w, 1, 5, held_until_released_cb, NULL);
+    assert_int_not_equal(stop.id, 0);
+    assert_int_equal(pthread_create(&driver, NULL, stop_driver_main, NULL), 0);
+    THR_WAIT_UNTIL(atomic_load(&stop.started));
+    assert_int_equal(pthread_create(&canceller, NULL, stop_canceller_main, NULL), 0);
+    THR_WAIT_UNTIL(waits_now(stop.w) == 1);
+    /* an hour's period: its first tw_expire finds the wheel driven (-EBUSY)
+     * and it sleeps; only the stop's wake-up can end that sleep */
+    assert_int_equal(tw_thread_start(stop.w, 3600u * 1000000u), 0);
+    thr_sleep_us(20000); /* a chance to be asleep before the stop */
+    assert_int_equal(pthread_create(&stopper, NULL, stopper_main, NULL), 0);
+    THR_WAIT_UNTIL(atomic_load(&stop.stopped) == 100);
+    /* stopped while the callback is still held: nothing else woke it */
+    stopped_while_held = atomic_load(&stop.stopped) == 100 && !atomic_load(&stop.gave_up);
+    atomic_store(&stop.release, 1);
+    assert_int_equal(pthread_join(stopper, NULL), 0);
+    assert_int_equal(pthread_join(driver, NULL), 0);
+    assert_int_equal(pthread_join(canceller, NULL), 0);
+    assert_int_equal(atomic_load(&stop.result), 11);
+    assert_true(stopped_while_held);
+    thr_destroy(stop.w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         T_SPIN(test_cancel_sleeps_while_the_callback_runs),
         T_ADAPTIVE(test_cancel_sleeps_while_the_callback_runs),
         T_MUTEX(test_cancel_sleeps_while_the_callback_runs),
+        T_SPIN(test_two_cancellers_both_return),
+        T_ADAPTIVE(test_two_cancellers_both_return),
+        T_MUTEX(test_two_cancellers_both_return),
+        T_SPIN(test_stop_reaches_the_timer_thread),
+        T_ADAPTIVE(test_stop_reaches_the_timer_thread),
+        T_MUTEX(test_stop_reaches_the_timer_thread),
     };
     return THR_RUN(tests);
 }

@@ -105,6 +105,25 @@ static void test_generation_wraps_into_retirement(void **state)
     }
 }
 
+/* A chunk table grows by doubling up to its limit, and no further: the
+ * limit keeps node indices below NIL and block numbers inside a position. */
+static void test_chunk_table_limit(void **state)
+{
+    tw_wheel *w = new_wheel(0);
+    struct chunk_table t = {NULL, 0, 0};
+    uint64_t bytes = w->bytes;
+    int made = 0, i;
+    (void)state;
+    for (i = 0; i < 8; i++)
+        made += add_chunk(w, &t, 4, 5, 64) != NULL;
+    assert_int_equal(made, 5);
+    assert_int_equal(t.count, 5);
+    assert_int_equal(t.capacity, 5);
+    assert_true(w->bytes > bytes);
+    free_chunks(w, &t);
+    drop(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -114,6 +133,8 @@ int main(void)
                                         teardown_test),
         cmocka_unit_test_setup_teardown(test_generation_wraps_into_retirement,
                                         setup_test, teardown_test),
+        cmocka_unit_test_setup_teardown(test_chunk_table_limit, setup_test,
+                                        teardown_test),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

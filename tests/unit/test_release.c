@@ -318,6 +318,41 @@ static void test_free_as_release(void **state)
     drop(w);
 }
 
+/* A periodic timer whose callback destroys the wheel is not re-armed: it
+ * is released when the callback returns, and by then it no longer counts
+ * as live: its hook sees an empty, consistent wheel. */
+static tw_wheel *dying;
+static int64_t count_in_hook = -1, check_in_hook = -1;
+
+static void destroy_wheel_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    (void)id;
+    log_event(EV_FIRE, UNTAG(user_data), tw_now(w));
+    assert_int_equal(tw_destroy(w), 0);
+}
+
+static void inspect_release(void *user_data)
+{
+    log_event(EV_RELEASE, UNTAG(user_data), 0);
+    count_in_hook = (int64_t)tw_count(dying);
+    check_in_hook = tw_check(dying);
+}
+
+static void test_periodic_destroyed_by_its_callback(void **state)
+{
+    (void)state;
+    reset_log();
+    dying = new_wheel(0);
+    untrack(dying); /* its own callback destroys it */
+    assert_int_not_equal(tw_add_ex(dying, 1, 5, destroy_wheel_cb, inspect_release, TAG(1)), 0);
+    assert_int_equal(tw_advance(dying, 1), 1); /* the wheel is gone after it */
+    assert_int_equal(nev, 2);
+    ASSERT_EVENT(0, EV_FIRE, 1);
+    ASSERT_EVENT(1, EV_RELEASE, 1);
+    assert_int_equal(count_in_hook, 0);
+    assert_int_equal(check_in_hook, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +365,7 @@ int main(void)
         T(test_oneshot_cancel_self_released_once),
         T(test_cancel_other_from_callback_releases_once),
         T(test_free_as_release),
+        T(test_periodic_destroyed_by_its_callback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
