@@ -41,13 +41,16 @@ static struct {
     int took_while_waiting;
 } run;
 
-static int cancel_waits_now(tw_wheel *w)
+/* tw_cancel calls asleep in their wait for a callback. */
+static int waits_now(tw_wheel *w)
 {
-    int waiting;
+    int n = 0;
+    const struct cancel_wait *wait;
     lock(w);
-    waiting = w->cancel_waits != NULL;
+    for (wait = w->cancel_waits; wait; wait = wait->next)
+        n++;
     unlock(w);
-    return waiting;
+    return n;
 }
 
 static void held_cb(tw_wheel *w, tw_id id, void *data)
@@ -55,7 +58,7 @@ static void held_cb(tw_wheel *w, tw_id id, void *data)
     int before, i;
     (void)id, (void)data;
     atomic_store(&run.started, 1);
-    THR_WAIT_UNTIL(cancel_waits_now(w));
+    THR_WAIT_UNTIL(waits_now(w) > 0);
     before = atomic_load(&canceller_took);
     for (i = 0; i < 200; i++) { /* chances for a polling waiter to poll */
         sched_yield();
@@ -99,17 +102,6 @@ static struct {
     atomic_int started;
     atomic_int results; /* sum of the cancels' results, + 10 each */
 } two;
-
-static int waits_now(tw_wheel *w)
-{
-    int n = 0;
-    const struct cancel_wait *wait;
-    lock(w);
-    for (wait = w->cancel_waits; wait; wait = wait->next)
-        n++;
-    unlock(w);
-    return n;
-}
 
 static void wait_for_two_cb(tw_wheel *w, tw_id id, void *data)
 {
