@@ -2710,7 +2710,8 @@ static COLD int cancel_rest(tw_wheel *w, struct node *n, uint32_t index)
             unlink_node(w, n);
         w->live--;
         w->cancelled++;
-        n->state = NODE_CANCELLED; /* its callback runs: settled after it */
+        n->state = NODE_CANCELLED; /* freed below, or by run_batch when
+                                      its running callback returns */
     }
     if (cancelled && w->running != index) {
         int destroy = finish_node(w, index);
