@@ -1628,9 +1628,14 @@ static const unsigned char mode_after_expire[] = {
 static const unsigned char mode_after_advance[] = {
     MODE_TICKS, MODE_CLOCK, MODE_TICKS, MODE_TICKS_CLOCKED};
 
+/* Written only when it changes (at most twice in a wheel's life): adds on
+ * other threads read the word before taking the lock, and a store on every
+ * drive would take its cache line from them each time. */
 static void set_mode(tw_wheel *w, const unsigned char *mode_after)
 {
-    spin_store(&w->clock.mode, mode_after[clock_mode(w)]);
+    unsigned mode = clock_mode(w);
+    if (mode_after[mode] != mode)
+        spin_store(&w->clock.mode, mode_after[mode]);
 }
 
 static uint64_t read_clock(const tw_wheel *w)
