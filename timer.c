@@ -214,7 +214,15 @@ struct queue {
     uint32_t compact_holes;  /* stale entries passed over */
 };
 
-enum thread_state { THREAD_IDLE = 0, THREAD_RUNNING, THREAD_STOPPING };
+/* The timer thread's state, under sleep_mutex. THREAD_LEFT_TEARDOWN: its
+ * drive destroyed the wheel while another thread was joining it; it exits
+ * without freeing the wheel, and the joiner frees it. */
+enum thread_state {
+    THREAD_IDLE = 0,
+    THREAD_RUNNING,
+    THREAD_STOPPING,
+    THREAD_LEFT_TEARDOWN
+};
 
 /* One lock per wheel (see the lock section, the only code that touches
  * these words). */
@@ -349,6 +357,8 @@ struct tw_wheel {
     pthread_t thread;
     int thread_state;
     uint32_t period_us;
+    uint32_t thread_calls; /* tw_thread_start/stop calls inside, which a
+                              teardown waits out */
 };
 
 /* Small functions on the hot paths are inlined by force (a call per timer
@@ -439,10 +449,22 @@ static int highest_bit(uint32_t x) /* x != 0 */
 #ifndef TW_TEST_LOCK_EVENT
 #define TW_TEST_LOCK_EVENT(lock, what) ((void)0)
 #endif
-/* And one for tests/threads/test_destroy_races.c: tw_destroy has decided
- * to stop the timer thread and tear the wheel down, lock dropped. */
+/* And four for tests/threads/test_destroy_races.c: tw_destroy has decided
+ * to stop the timer thread and tear the wheel down; a teardown waits for
+ * other threads to leave the wheel; a tw_cancel waiting for a callback has
+ * been woken and has not yet taken the lock back; a tw_thread_stop has
+ * counted itself in. All with the lock dropped. */
 #ifndef TW_TEST_DESTROY_DECIDED
 #define TW_TEST_DESTROY_DECIDED(w) ((void)0)
+#endif
+#ifndef TW_TEST_TEARDOWN_WAITS
+#define TW_TEST_TEARDOWN_WAITS(w) ((void)0)
+#endif
+#ifndef TW_TEST_CANCEL_WOKEN
+#define TW_TEST_CANCEL_WOKEN(w) ((void)0)
+#endif
+#ifndef TW_TEST_STOP_ENTERED
+#define TW_TEST_STOP_ENTERED(w) ((void)0)
 #endif
 enum lock_event {
     LOCK_EV_PRODUCER_WAITS, /* a producer found the lock taken */
@@ -2120,6 +2142,7 @@ static void wait_for_callback(tw_wheel *w)
     while (!wait.settled)
         pthread_cond_wait(&w->wake, &w->sleep_mutex);
     pthread_mutex_unlock(&w->sleep_mutex);
+    TW_TEST_CANCEL_WOKEN(w);
     lock(w);
     for (link = &w->cancel_waits; *link != &wait; link = &(*link)->next)
         ;
@@ -2136,45 +2159,28 @@ static int timer_thread_state(tw_wheel *w)
     return state;
 }
 
-/* Stops the timer thread and joins it: 0 (also when none runs), or
- * -EDEADLK on the timer thread itself. `control` makes a second stopper
- * wait for the first. */
-static int stop_thread(tw_wheel *w)
+/* 1 while a tw_thread_start or tw_thread_stop is inside the wheel. */
+static int thread_calls_inside(tw_wheel *w)
 {
-    int state;
+    int inside;
     pthread_mutex_lock(&w->sleep_mutex);
-    state = w->thread_state;
-    if (state != THREAD_IDLE && pthread_equal(w->thread, pthread_self()))
-        state = -EDEADLK;
+    inside = w->thread_calls != 0;
     pthread_mutex_unlock(&w->sleep_mutex);
-    if (state == THREAD_IDLE || state == -EDEADLK)
-        return state;
-    pthread_mutex_lock(&w->control);
-    pthread_mutex_lock(&w->sleep_mutex);
-    state = w->thread_state;
-    if (state == THREAD_RUNNING) {
-        w->thread_state = THREAD_STOPPING;
-        pthread_cond_broadcast(&w->wake); /* cancel waits sleep there too */
-        pthread_mutex_unlock(&w->sleep_mutex);
-        pthread_join(w->thread, NULL);
-        pthread_mutex_lock(&w->sleep_mutex);
-        w->thread_state = THREAD_IDLE;
-    }
-    pthread_mutex_unlock(&w->sleep_mutex);
-    pthread_mutex_unlock(&w->control);
-    return 0;
+    return inside;
 }
 
 /* Waits, lock held, until no other thread drives the wheel, runs one of
- * its release hooks or waits in tw_cancel for a callback: only a caller
- * that ignored tw_destroy's rules (using the wheel from another thread
- * while destroying it) waits for the first two; a tw_cancel that began
- * waiting for the callback that then destroyed the wheel is woken when it
- * returns, and must be gone before the memory is. */
+ * its release hooks, waits in tw_cancel for a callback, or is inside
+ * tw_thread_start/stop: only a caller that ignored tw_destroy's rules
+ * (using the wheel from another thread while destroying it) waits for the
+ * first two; a tw_cancel that began waiting for the callback that then
+ * destroyed the wheel is woken when it returns, and must be gone before
+ * the memory is, as must a start or stop that raced the destroy. */
 static void wait_until_alone(tw_wheel *w)
 {
-    while (w->drive || w->hooks || w->cancel_waits) {
+    while (w->drive || w->hooks || w->cancel_waits || thread_calls_inside(w)) {
         unlock(w);
+        TW_TEST_TEARDOWN_WAITS(w);
         sched_yield();
         lock(w);
     }
@@ -2239,27 +2245,84 @@ static void teardown(tw_wheel *w)
         on_destroy(context);
 }
 
-/* The end of a tw_destroy called from a callback or a hook on the driver,
- * once the drive is over. The timer thread cannot join itself: it detaches
- * and frees the wheel as its last act. */
-static void finish_deferred_destroy(tw_wheel *w)
+/* tw_thread_start and tw_thread_stop count themselves in while they may
+ * touch `control`, so that a teardown racing them waits until they are
+ * out. enter_thread_call answers the thread's state as it found it, or
+ * -EDEADLK (not counted in) on the timer thread itself. */
+static int enter_thread_call(tw_wheel *w)
 {
-    int on_timer_thread;
-    /* `control` first: the tw_thread_start that created this thread may
-     * still hold it: it lets go of `sleep_mutex`, which this thread needs
-     * to start, before `control`. */
+    int state;
+    pthread_mutex_lock(&w->sleep_mutex);
+    state = w->thread_state;
+    if (state != THREAD_IDLE && pthread_equal(w->thread, pthread_self()))
+        state = -EDEADLK;
+    else
+        w->thread_calls++;
+    pthread_mutex_unlock(&w->sleep_mutex);
+    return state;
+}
+
+static void leave_thread_call(tw_wheel *w)
+{
+    pthread_mutex_lock(&w->sleep_mutex);
+    w->thread_calls--;
+    pthread_mutex_unlock(&w->sleep_mutex);
+}
+
+/* Stops the timer thread and joins it: 0 (also when none runs), or
+ * -EDEADLK on the timer thread itself. `control` makes a second stopper
+ * wait for the first. When the thread's drive destroyed the wheel while
+ * this call was joining it, the thread leaves the teardown to this call
+ * (it cannot free a wheel that a joiner touches after the join): the wheel
+ * is gone when this returns. */
+static int stop_thread(tw_wheel *w)
+{
+    int state = enter_thread_call(w);
+    if (state == -EDEADLK)
+        return state;
+    TW_TEST_STOP_ENTERED(w);
     pthread_mutex_lock(&w->control);
     pthread_mutex_lock(&w->sleep_mutex);
-    on_timer_thread = w->thread_state != THREAD_IDLE &&
-                      pthread_equal(w->thread, pthread_self());
-    if (on_timer_thread) {
+    state = w->thread_state;
+    if (state == THREAD_RUNNING) {
+        w->thread_state = THREAD_STOPPING;
+        pthread_cond_broadcast(&w->wake); /* cancel waits sleep there too */
+        pthread_mutex_unlock(&w->sleep_mutex);
+        pthread_join(w->thread, NULL);
+        pthread_mutex_lock(&w->sleep_mutex);
+        state = w->thread_state;
+        w->thread_state = THREAD_IDLE;
+    }
+    pthread_mutex_unlock(&w->sleep_mutex);
+    pthread_mutex_unlock(&w->control);
+    leave_thread_call(w); /* after `control`: a teardown destroys it */
+    if (state == THREAD_LEFT_TEARDOWN)
+        teardown(w);
+    return 0;
+}
+
+/* The end of a tw_destroy called from a callback or a hook on the driver,
+ * once the drive is over. The timer thread cannot join itself: it detaches
+ * and frees the wheel as its last act, unless a stopper is joining it
+ * already; then the stopper frees the wheel once the thread is gone. */
+static void finish_deferred_destroy(tw_wheel *w)
+{
+    int state;
+    pthread_mutex_lock(&w->sleep_mutex);
+    state = w->thread_state;
+    if (state == THREAD_IDLE || !pthread_equal(w->thread, pthread_self()))
+        state = THREAD_IDLE; /* not on the timer thread */
+    else if (state == THREAD_STOPPING)
+        w->thread_state = THREAD_LEFT_TEARDOWN;
+    else {
         w->thread_state = THREAD_IDLE;
         pthread_detach(w->thread);
     }
     pthread_mutex_unlock(&w->sleep_mutex);
-    pthread_mutex_unlock(&w->control);
-    if (!on_timer_thread)
-        stop_thread(w);
+    if (state == THREAD_STOPPING)
+        return;
+    if (state == THREAD_IDLE)
+        stop_thread(w); /* a timer thread beside a tw_advance driver */
     teardown(w);
 }
 
@@ -2281,7 +2344,10 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
     uint32_t index;
     uint64_t due;
     prefetch_queue(w, list);
-    while ((index = pop_live(w, list, &due)) != NIL) {
+    /* Once tw_destroy has begun (from another thread, while the timer
+     * thread drives), no further callback starts: the teardown releases
+     * what is left. */
+    while (!w->destroying && (index = pop_live(w, list, &due)) != NIL) {
         struct node *n = node_at(w, index);
         uint32_t generation = generation_of(n);
         tw_callback *callback = n->callback;
@@ -2470,10 +2536,17 @@ TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
     if (!error)
         set_mode(w, mode_after_expire);
     unlock(w);
+    if (error)
+        return -EBUSY;
     /* Looked at before taking `control`: a stopper holds it while joining,
      * and this caller may be the very thread it joins. */
-    if (error || timer_thread_state(w) != THREAD_IDLE)
+    error = enter_thread_call(w);
+    if (error == -EDEADLK)
         return -EBUSY;
+    if (error != THREAD_IDLE) {
+        leave_thread_call(w);
+        return -EBUSY;
+    }
     pthread_mutex_lock(&w->control);
     pthread_mutex_lock(&w->sleep_mutex);
     error = w->thread_state != THREAD_IDLE ? EBUSY : 0;
@@ -2486,6 +2559,7 @@ TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
     }
     pthread_mutex_unlock(&w->sleep_mutex);
     pthread_mutex_unlock(&w->control);
+    leave_thread_call(w);
     return -error;
 }
 

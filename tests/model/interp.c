@@ -470,10 +470,15 @@ uint64_t interp_early_answers(void)
     return early_answers;
 }
 
-/* 1 when `fast` is a valid answer of tw_next_expiry for this exact one. */
-static uint64_t fast_ok(uint64_t fast, uint64_t exact)
+/* 1 when `fast` is a valid answer of tw_next_expiry for this exact one,
+ * with `pending` timers in the wheel. timer.h allows an early answer only
+ * from a slot holding more than 32 pending timers, so with 32 or fewer in
+ * the whole wheel the answer must be exact. */
+static uint64_t fast_ok(uint64_t fast, uint64_t exact, uint64_t pending)
 {
     early_answers += fast < exact; /* called on the model's side only */
+    if (pending <= 32 && fast != exact)
+        return 0;
     return fast <= exact && (fast == 0) == (exact == 0) &&
            (fast == TW_NEVER) == (exact == TW_NEVER);
 }
@@ -733,7 +738,8 @@ static void log_next(struct world *w)
 {
     uint64_t exact = w->be->next_expiry(w);
     logev(w, EV_NEXT, 0, exact,
-          w->be == &wheel_backend ? 1 : fast_ok(w->last_fast, exact));
+          w->be == &wheel_backend ? 1
+                                  : fast_ok(w->last_fast, exact, w->be->count(w)));
 }
 
 /* ---- callbacks ---------------------------------------------------------- */

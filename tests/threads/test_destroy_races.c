@@ -6,8 +6,10 @@
  *
  * (a) Another thread's tw_cancel is waiting for the running callback when
  *     that callback destroys the wheel: the drive must not free the wheel
- *     until the waiter has woken and left (under AddressSanitizer, a use
- *     after free inside tw_cancel otherwise).
+ *     until the waiter has woken and left. A hook holds the woken waiter
+ *     until the teardown either waits for it (right) or frees the wheel
+ *     (wrong: seen through on_destroy, with the wheel's memory kept by the
+ *     test's allocator so that the waiter's last steps stay harmless).
  * (b) Another thread is stopping the timer thread (joining it) when a
  *     callback on it destroys the wheel: that destroy is refused with
  *     -EBUSY, the stopper's join completes, and the wheel is still whole.
@@ -16,10 +18,30 @@
  *     timer thread destroys the wheel: that second destroy is refused
  *     with -EBUSY and the first completes, once (a hook in timer.c holds
  *     the first destroy at that point until the callback has answered).
+ * (d) tw_destroy from another thread while the timer thread runs a batch:
+ *     the callback running then finishes, no other callback starts (a
+ *     periodic one does not re-arm), and every timer goes to its release
+ *     hook once: the running one on the timer thread as it ends, the rest
+ *     on the destroying thread.
+ * (e) A callback on the timer thread destroys the wheel (deferred) and
+ *     goes on running while one or two other threads call tw_thread_stop:
+ *     no hang; the stop that joins the thread frees the wheel, each stop
+ *     returns 0, on_destroy is called once. With two, a hook holds the
+ *     second inside tw_thread_stop until the teardown either waits for it
+ *     (right) or frees the wheel (wrong, seen as in (a)).
+ * (f) In the window between a deferred destroy and the end of its
+ *     callback, tw_thread_start and tw_destroy from another thread answer
+ *     -EBUSY, and the timer thread then frees the wheel by itself.
  */
 #define TW_TEST_DESTROY_DECIDED(w) destroy_decided(w)
+#define TW_TEST_TEARDOWN_WAITS(w) teardown_waits(w)
+#define TW_TEST_CANCEL_WOKEN(w) cancel_woken(w)
+#define TW_TEST_STOP_ENTERED(w) stop_entered(w)
 struct tw_wheel;
 static void destroy_decided(struct tw_wheel *w);
+static void teardown_waits(struct tw_wheel *w);
+static void cancel_woken(struct tw_wheel *w);
+static void stop_entered(struct tw_wheel *w);
 #include "../../timer.c"
 
 #include "thr.h"
@@ -27,13 +49,62 @@ static void destroy_decided(struct tw_wheel *w);
 /* ---- (a) a cancel waiting for the callback that destroys the wheel ------- */
 
 static struct {
-    tw_wheel *w;
+    tw_wheel *_Atomic w;
     tw_id id;
     atomic_int started;  /* the callback runs */
     atomic_int cancelled; /* tw_cancel's result, + 10 once returned */
     atomic_int destroyed; /* on_destroy calls */
+    atomic_int teardown_waited; /* the teardown waited for someone */
+    atomic_int freed_under_waiter; /* the wheel was freed before the woken
+                                      canceller had left */
     int destroy_result;
 } waiter;
+
+/* Frees are kept until the test has joined its threads: a wheel freed too
+ * early (the bug this test looks for) stays readable, so the waiter's last
+ * steps inside tw_cancel do no harm and the test can report it. */
+#define KEPT_MAX 64
+static void *kept[KEPT_MAX];
+static int kept_count;
+
+static void *keeping_realloc(void *pointer, size_t size, void *context)
+{
+    (void)context;
+    if (size)
+        return realloc(pointer, size);
+    if (pointer && kept_count < KEPT_MAX)
+        kept[kept_count++] = pointer;
+    else
+        free(pointer);
+    return NULL;
+}
+
+static void free_kept(void)
+{
+    while (kept_count)
+        free(kept[--kept_count]);
+}
+
+static atomic_int stop_teardown_waited;
+
+static void teardown_waits(struct tw_wheel *w)
+{
+    if (w == atomic_load(&waiter.w))
+        atomic_store(&waiter.teardown_waited, 1);
+    atomic_store(&stop_teardown_waited, 1);
+}
+
+/* The canceller, woken, holds here until the teardown shows which way it
+ * goes: waiting for the canceller (right) or freeing the wheel. */
+static void cancel_woken(struct tw_wheel *w)
+{
+    if (w != atomic_load(&waiter.w))
+        return;
+    THR_WAIT_UNTIL(atomic_load(&waiter.teardown_waited) ||
+                   atomic_load(&waiter.destroyed));
+    if (atomic_load(&waiter.destroyed))
+        atomic_store(&waiter.freed_under_waiter, 1);
+}
 
 static unsigned cancel_waits_now(tw_wheel *w)
 {
@@ -78,6 +149,7 @@ static void test_cancel_waiting_when_callback_destroys(void **state)
     tw_config_init(&c);
     c.lock = thr_lock_of(state);
     c.on_destroy = count_destroyed;
+    c.realloc_fn = keeping_realloc;
     waiter.w = tw_create(&c);
     assert_non_null(waiter.w);
     waiter.id = tw_add(waiter.w, 0, destroy_after_waiter_cb, NULL);
@@ -85,10 +157,15 @@ static void test_cancel_waiting_when_callback_destroys(void **state)
     assert_int_equal(pthread_create(&canceller, NULL, canceller_main, NULL), 0);
     ran = tw_advance(waiter.w, 1); /* the wheel is gone when this returns */
     assert_int_equal(pthread_join(canceller, NULL), 0);
+    atomic_store(&waiter.w, NULL);
+    free_kept();
     assert_int_equal(ran, 1);
     assert_int_equal(waiter.destroy_result, 0);
     assert_int_equal(atomic_load(&waiter.cancelled), 10); /* a one-shot that ran: 0 */
     assert_int_equal(atomic_load(&waiter.destroyed), 1);
+    if (atomic_load(&waiter.freed_under_waiter))
+        fail_msg("the teardown freed the wheel under a woken tw_cancel");
+    assert_int_equal(atomic_load(&waiter.teardown_waited), 1);
 }
 
 /* ---- (b) destroy on a timer thread that another thread is stopping ------- */
@@ -194,6 +271,248 @@ static void test_second_destroy_while_the_first_stops_the_thread(void **state)
     assert_int_equal(atomic_load(&gap.destroyed), 1);
 }
 
+/* ---- (d) destroy from another thread while the timer thread drives ------- */
+
+#define BATCH 1000
+#define BATCH_PERIODIC 10
+
+static struct {
+    pthread_t destroyer;
+    atomic_int fired;             /* callbacks started */
+    atomic_int released;          /* release hooks run */
+    atomic_int released_on_destroyer; /* of those, on the destroying thread */
+    atomic_int released_first;    /* the first callback's timer's hook runs */
+    atomic_int destroyed;         /* on_destroy calls */
+} batch;
+
+static int destroying_now(tw_wheel *w)
+{
+    int destroying;
+    lock(w);
+    destroying = w->destroying;
+    unlock(w);
+    return destroying;
+}
+
+/* The first callback to start holds until the destroy has begun; no other
+ * may start at all. */
+static void batch_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)id, (void)data;
+    if (atomic_fetch_add(&batch.fired, 1) == 0)
+        THR_WAIT_UNTIL(destroying_now(w));
+}
+
+static void batch_release(void *data)
+{
+    atomic_fetch_add(&batch.released, 1);
+    if (pthread_equal(pthread_self(), batch.destroyer))
+        atomic_fetch_add(&batch.released_on_destroyer, 1);
+    if (data == &batch)
+        atomic_fetch_add(&batch.released_first, 1);
+}
+
+static void count_batch_destroyed(void *context)
+{
+    (void)context;
+    atomic_fetch_add(&batch.destroyed, 1);
+}
+
+static void test_destroy_stops_the_timer_threads_batch(void **state)
+{
+    struct tw_config c;
+    tw_wheel *w;
+    int i;
+    memset(&batch, 0, sizeof batch);
+    batch.destroyer = pthread_self();
+    tw_config_init(&c);
+    c.lock = thr_lock_of(state);
+    c.on_destroy = count_batch_destroyed;
+    w = tw_create(&c);
+    assert_non_null(w);
+    /* all due at one tick; the first to run is periodic (same-tick order is
+     * the order of adding), so a re-arm after the destroy would show */
+    assert_int_not_equal(tw_add_ex(w, 0, 5, batch_cb, batch_release, &batch), 0);
+    for (i = 1; i < BATCH_PERIODIC; i++)
+        assert_int_not_equal(tw_add_ex(w, 0, 5, batch_cb, batch_release, NULL), 0);
+    for (; i < BATCH; i++)
+        assert_int_not_equal(tw_add_ex(w, 0, 0, batch_cb, batch_release, NULL), 0);
+    assert_int_not_equal(tw_add_ex(w, 100000, 0, batch_cb, batch_release, NULL), 0);
+    assert_int_equal(tw_thread_start(w, 200), 0);
+    THR_WAIT_UNTIL(atomic_load(&batch.fired) > 0);
+    /* returns once the running callback has: it stops and joins the thread */
+    assert_int_equal(tw_destroy(w), 0);
+    assert_int_equal(atomic_load(&batch.fired), 1);
+    assert_int_equal(atomic_load(&batch.released), BATCH + 1);
+    assert_int_equal(atomic_load(&batch.released_first), 1);
+    /* all but the running timer's, which ends on the timer thread */
+    assert_int_equal(atomic_load(&batch.released_on_destroyer), BATCH);
+    assert_int_equal(atomic_load(&batch.destroyed), 1);
+}
+
+/* ---- (e) stop racing a shutdown callback -------------------------------- */
+
+static struct {
+    tw_wheel *w;
+    int stoppers;           /* how many threads call tw_thread_stop */
+    atomic_int destroy;     /* the callback's tw_destroy, + 100 once made */
+    atomic_int stopped[2];  /* each tw_thread_stop's result, + 100 */
+    atomic_int released;
+    atomic_int destroyed;   /* on_destroy calls */
+    atomic_int freed_under_stopper; /* while the second stop was held */
+} shutdown;
+
+static _Thread_local int hold_this_stop;
+
+/* The second stopper, counted in, holds until the teardown (run by the
+ * first, which joined the thread) shows which way it goes. */
+static void stop_entered(struct tw_wheel *w)
+{
+    (void)w;
+    if (!hold_this_stop)
+        return;
+    THR_WAIT_UNTIL(atomic_load(&stop_teardown_waited) ||
+                   atomic_load(&shutdown.destroyed));
+    if (atomic_load(&shutdown.destroyed))
+        atomic_store(&shutdown.freed_under_stopper, 1);
+}
+
+static unsigned thread_calls_now(tw_wheel *w)
+{
+    unsigned n;
+    pthread_mutex_lock(&w->sleep_mutex);
+    n = w->thread_calls;
+    pthread_mutex_unlock(&w->sleep_mutex);
+    return n;
+}
+
+/* Destroys the wheel, then goes on until every stopper is inside
+ * tw_thread_stop and one of them is joining this thread. */
+static void shutdown_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)id, (void)data;
+    atomic_store(&shutdown.destroy, 100 + tw_destroy(w));
+    THR_WAIT_UNTIL(thread_state_now(w) == THREAD_STOPPING &&
+                   thread_calls_now(w) == (unsigned)shutdown.stoppers);
+}
+
+static void *shutdown_stopper_main(void *argument)
+{
+    int which = (int)(intptr_t)argument;
+    int result;
+    THR_WAIT_UNTIL(atomic_load(&shutdown.destroy) != 0);
+    if (which == 1) { /* once the first is joining the timer thread */
+        THR_WAIT_UNTIL(thread_state_now(shutdown.w) == THREAD_STOPPING);
+        hold_this_stop = 1;
+    }
+    result = tw_thread_stop(shutdown.w);
+    atomic_store(&shutdown.stopped[which], 100 + result);
+    return NULL;
+}
+
+static void shutdown_release(void *data)
+{
+    (void)data;
+    atomic_fetch_add(&shutdown.released, 1);
+}
+
+static void count_shutdown_destroyed(void *context)
+{
+    (void)context;
+    atomic_fetch_add(&shutdown.destroyed, 1);
+}
+
+static void stop_racing_shutdown(void **state, int stoppers)
+{
+    struct tw_config c;
+    pthread_t threads[2];
+    int i;
+    memset(&shutdown, 0, sizeof shutdown);
+    atomic_store(&stop_teardown_waited, 0);
+    shutdown.stoppers = stoppers;
+    tw_config_init(&c);
+    c.lock = thr_lock_of(state);
+    c.on_destroy = count_shutdown_destroyed;
+    c.realloc_fn = keeping_realloc;
+    shutdown.w = tw_create(&c);
+    assert_non_null(shutdown.w);
+    assert_int_not_equal(tw_add_ex(shutdown.w, 0, 0, shutdown_cb, shutdown_release, NULL), 0);
+    for (i = 0; i < 3; i++)
+        assert_int_not_equal(tw_add_ex(shutdown.w, 100000, 7, shutdown_cb,
+                                       shutdown_release, NULL), 0);
+    for (i = 0; i < stoppers; i++)
+        assert_int_equal(pthread_create(&threads[i], NULL, shutdown_stopper_main,
+                                        (void *)(intptr_t)i), 0);
+    assert_int_equal(tw_thread_start(shutdown.w, 200), 0);
+    for (i = 0; i < stoppers; i++)
+        assert_int_equal(pthread_join(threads[i], NULL), 0);
+    free_kept();
+    if (atomic_load(&shutdown.freed_under_stopper))
+        fail_msg("the teardown freed the wheel under a tw_thread_stop");
+    /* every stop has returned, and the wheel is gone */
+    assert_int_equal(atomic_load(&shutdown.destroy), 100);
+    for (i = 0; i < stoppers; i++)
+        assert_int_equal(atomic_load(&shutdown.stopped[i]), 100);
+    assert_int_equal(atomic_load(&shutdown.destroyed), 1);
+    assert_int_equal(atomic_load(&shutdown.released), 4);
+}
+
+static void test_stop_racing_a_shutdown_callback(void **state)
+{
+    stop_racing_shutdown(state, 1);
+}
+
+static void test_two_stops_racing_a_shutdown_callback(void **state)
+{
+    stop_racing_shutdown(state, 2);
+}
+
+/* ---- (f) calls in the window of a deferred destroy ---------------------- */
+
+static struct {
+    tw_wheel *w;
+    atomic_int destroy;  /* the callback's tw_destroy, + 100 once made */
+    atomic_int probed;   /* the other thread's calls have answered */
+    int start, second_destroy;
+    atomic_int destroyed;
+} window;
+
+static void window_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)id, (void)data;
+    atomic_store(&window.destroy, 100 + tw_destroy(w));
+    THR_WAIT_UNTIL(atomic_load(&window.probed));
+}
+
+static void count_window_destroyed(void *context)
+{
+    (void)context;
+    atomic_fetch_add(&window.destroyed, 1);
+}
+
+static void test_calls_in_a_deferred_destroys_window(void **state)
+{
+    struct tw_config c;
+    memset(&window, 0, sizeof window);
+    tw_config_init(&c);
+    c.lock = thr_lock_of(state);
+    c.on_destroy = count_window_destroyed;
+    window.w = tw_create(&c);
+    assert_non_null(window.w);
+    assert_int_not_equal(tw_add(window.w, 0, window_cb, NULL), 0);
+    assert_int_equal(tw_thread_start(window.w, 200), 0);
+    THR_WAIT_UNTIL(atomic_load(&window.destroy) != 0);
+    window.start = tw_thread_start(window.w, 200);
+    window.second_destroy = tw_destroy(window.w);
+    atomic_store(&window.probed, 1);
+    /* the timer thread frees the wheel once the callback returns */
+    THR_WAIT_UNTIL(atomic_load(&window.destroyed) == 1);
+    assert_int_equal(atomic_load(&window.destroy), 100);
+    assert_int_equal(window.start, -EBUSY);
+    assert_int_equal(window.second_destroy, -EBUSY);
+    assert_int_equal(atomic_load(&window.destroyed), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +525,18 @@ int main(void)
         T_SPIN(test_second_destroy_while_the_first_stops_the_thread),
         T_ADAPTIVE(test_second_destroy_while_the_first_stops_the_thread),
         T_MUTEX(test_second_destroy_while_the_first_stops_the_thread),
+        T_SPIN(test_destroy_stops_the_timer_threads_batch),
+        T_ADAPTIVE(test_destroy_stops_the_timer_threads_batch),
+        T_MUTEX(test_destroy_stops_the_timer_threads_batch),
+        T_SPIN(test_stop_racing_a_shutdown_callback),
+        T_ADAPTIVE(test_stop_racing_a_shutdown_callback),
+        T_MUTEX(test_stop_racing_a_shutdown_callback),
+        T_SPIN(test_two_stops_racing_a_shutdown_callback),
+        T_ADAPTIVE(test_two_stops_racing_a_shutdown_callback),
+        T_MUTEX(test_two_stops_racing_a_shutdown_callback),
+        T_SPIN(test_calls_in_a_deferred_destroys_window),
+        T_ADAPTIVE(test_calls_in_a_deferred_destroys_window),
+        T_MUTEX(test_calls_in_a_deferred_destroys_window),
     };
     return THR_RUN(tests);
 }

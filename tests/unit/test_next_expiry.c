@@ -116,6 +116,32 @@ static void test_small_slot_stays_exact(void **state)
     CHECK(w);
 }
 
+/* The boundary of that rule: a slot left with exactly 32 pending timers
+ * after its earliest was cancelled is read again (exact answer); one left
+ * with 33 may answer with the departed timer's tick, never later. */
+static void test_slot_of_32_is_exact(void **state)
+{
+    (void)state;
+    for (int left = 32; left <= 33; left++) {
+        tw_wheel *w = new_wheel(0);
+        tw_id first = 0;
+        for (int i = 0; i <= left; i++) { /* one level-1 slot: 16384 ticks */
+            tw_id id = tw_add(w, 20000 + 3 * (uint64_t)i, rec_cb, TAG(i));
+            assert_int_not_equal(id, 0);
+            if (i == 0)
+                first = id;
+        }
+        assert_int_equal(tw_next_expiry(w), 20000);
+        assert_int_equal(tw_cancel(w, first), 1);
+        assert_int_equal(exact(w), 20003);
+        if (left == 32)
+            assert_int_equal(tw_next_expiry(w), 20003);
+        else
+            assert_in_range(tw_next_expiry(w), 20000, 20003);
+        CHECK(w);
+    }
+}
+
 /* The limit counts pending timers, not queue entries: a small wheel whose
  * earliest timer keeps moving later (leaving stale entries behind in its
  * slot) still answers exactly. */
@@ -213,6 +239,7 @@ int main(void)
         T(test_earliest_churn_bound),
         T(test_earliest_moved_later),
         T(test_small_slot_stays_exact),
+        T(test_slot_of_32_is_exact),
         T(test_small_wheel_churn_stays_exact),
         T(test_destroy_hooks_see_true_least),
         T(test_timeout_ms_follows),
