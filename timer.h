@@ -277,11 +277,27 @@ struct tw_stats {
  * From another thread while a callback or hook runs, every call works as
  * from plain code, except: advance/expire -EBUSY while the wheel is driven;
  * destroy -EBUSY while another thread drives with tw_advance/tw_expire or
- * runs a release hook (while the timer thread drives, destroy stops it,
- * waiting for the callback, and proceeds); add -EBUSY and reschedule 0
- * during tw_destroy; cancel of a timer whose callback is running waits for
- * it (see tw_cancel). The allocator hook is the exception to all of this:
- * it runs with the lock held and must not call into the wheel. */
+ * runs a release hook; add -EBUSY and reschedule 0 during tw_destroy;
+ * cancel of a timer whose callback is running waits for it (see
+ * tw_cancel). The allocator hook is the exception to all of this: it runs
+ * with the lock held and must not call into the wheel.
+ *
+ * Destroy, start and stop from other threads (docs/threads.md has the
+ * whole table):
+ *  - tw_destroy while the timer thread runs a batch: the callback running
+ *    then finishes, no other callback starts (nor does a periodic one
+ *    re-arm), the thread is joined, and every timer is released once (the
+ *    running one on the timer thread as it ends, the rest on the caller's).
+ *  - a callback on the timer thread destroyed the wheel and still runs:
+ *    tw_thread_stop from another thread joins the thread and finishes the
+ *    destroy (the wheel is gone when it returns 0); tw_thread_start and
+ *    tw_destroy return -EBUSY.
+ *  - tw_thread_stop first, then tw_destroy from a callback on that thread:
+ *    -EBUSY, the wheel stays whole.
+ * A call that begins after tw_destroy was called (by anyone) is the
+ * caller's error: the wheel may be gone. One already inside (a tw_cancel
+ * waiting for a callback, a start or stop) is waited for before the wheel
+ * is freed. */
 
 /* ---- wheel lifetime ----------------------------------------------------- */
 
@@ -299,9 +315,10 @@ TW_EXPORT void tw_config_init(struct tw_config *config);
  * is shared between wheels. */
 TW_EXPORT tw_wheel *tw_create(const struct tw_config *config);
 
-/* Stops the timer thread if one runs (joining it, so a callback running on
- * it finishes first), hands every pending timer's user data to its release
- * hook (callbacks never run), and frees the wheel. Returns 0; 0 for NULL.
+/* Stops the timer thread if one runs (joining it: a callback running on it
+ * finishes, and no other starts), hands every pending timer's user data to
+ * its release hook (callbacks never run), and frees the wheel. Returns 0;
+ * 0 for NULL.
  * From a callback, or a release hook run on the driving thread, it
  * releases every pending timer as above, returns 0 and leaves the rest to
  * the driving call: the batch stops after that callback and
@@ -525,7 +542,10 @@ TW_EXPORT int tw_thread_start(tw_wheel *wheel, uint32_t period_us);
 
 /* Stops the timer thread and joins it. Returns 0, also when no thread runs
  * (safe to call twice); -EINVAL for NULL; -EDEADLK when called from the timer
- * thread itself (a callback), where joining would deadlock. Thread-safe. */
+ * thread itself (a callback), where joining would deadlock. Thread-safe.
+ * When a callback on that thread has destroyed the wheel (a shutdown timer)
+ * and is still running, the stop joins the thread and finishes that
+ * destroy: it returns 0 with the wheel freed. */
 TW_EXPORT int tw_thread_stop(tw_wheel *wheel);
 
 /* ---- inspection --------------------------------------------------------- */
