@@ -540,9 +540,12 @@ TW_EXPORT uint64_t tw_next_deadline_us(tw_wheel *wheel);
  * outlive it) or a negative pthread error. Thread-safe. */
 TW_EXPORT int tw_thread_start(tw_wheel *wheel, uint32_t period_us);
 
-/* Stops the timer thread and joins it. Returns 0, also when no thread runs
- * (safe to call twice); -EINVAL for NULL; -EDEADLK when called from the timer
- * thread itself (a callback), where joining would deadlock. Thread-safe.
+/* Stops the timer thread and joins it. The drive in progress ends first:
+ * every timer due up to the tick it read runs, so after a stall (a long
+ * catch-up) the stop waits for that batch; tw_destroy() instead stops after
+ * the running callback. Returns 0, also when no thread runs (safe to call
+ * twice); -EINVAL for NULL; -EDEADLK when called from the timer thread
+ * itself (a callback), where joining would deadlock. Thread-safe.
  * When a callback on that thread has destroyed the wheel (a shutdown timer)
  * and is still running, the stop joins the thread and finishes that
  * destroy: it returns 0 with the wheel freed. */
