@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <map>
+#include <system_error>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -351,6 +352,106 @@ static void test_shutdown_on_timer_thread(void **)
     assert_int_equal(late_runs.load(), 0);
 }
 
+/* The thread rules the header states, each exercised while a thread drives
+ * the wheel with expire() (not the timer thread) and a second thread tries
+ * to drive it too:
+ *  - one wheel object is shared: several threads call after()/every()/
+ *    size()/next_expiry()/timeout_ms() on it at once; of two concurrent
+ *    drivers one gets EBUSY;
+ *  - distinct handles are independent: each thread cancels, reschedules,
+ *    detaches and destroys its own handles;
+ *  - one handle's const members (pending(), remaining(), deadline(), id())
+ *    may be called from several threads at once;
+ *  - a handle handed to another thread goes through a lock (here a mutex
+ *    around a vector), as any object's would.
+ * What the rules forbid (cancel() or reschedule() of one handle object from
+ * two threads without a lock) is not exercised: it is a data race. Run
+ * under ThreadSanitizer in .ci/run, where a race inside the facade fails. */
+static void test_thread_rules(void **)
+{
+    constexpr int workers = 3, per_worker = 600;
+    std::atomic<int> made{0}, destroyed{0}, runs{0}, busy{0}, other_errors{0};
+    std::atomic<int> workers_done{0};
+    {
+        twheel::wheel w;
+        made.fetch_add(1);
+        twheel::timer beat = w.every(200us, [&runs, c = counted(&destroyed)] { runs.fetch_add(1); });
+        const tw_id beat_id = beat.id();
+        std::mutex handoff_lock;
+        std::vector<twheel::timer> handoff;
+
+        auto drive = [&] {
+            while (workers_done.load() < workers) {
+                try {
+                    static_cast<void>(w.expire());
+                } catch (const std::system_error &e) {
+                    (e.code().value() == EBUSY ? busy : other_errors).fetch_add(1);
+                }
+                std::this_thread::yield();
+            }
+        };
+        auto work = [&](unsigned seed) {
+            std::vector<twheel::timer> mine;
+            for (int i = 0; i < per_worker; ++i) {
+                seed = seed * 1103515245u + 12345u;
+                const auto delay = std::chrono::microseconds((seed >> 8) % 2000);
+                made.fetch_add(1);
+                auto body = [&runs, c = counted(&destroyed)] { runs.fetch_add(1); };
+                mine.push_back((seed >> 20) % 4 == 0 ? w.every(delay, 500us, std::move(body))
+                                                     : w.after(delay, std::move(body)));
+                /* the shared handle, read from every worker at once */
+                if (!beat.pending() || !beat.remaining() || !beat.deadline() ||
+                    beat.id() != beat_id)
+                    other_errors.fetch_add(1);
+                static_cast<void>(w.size() + w.timeout_ms());
+                static_cast<void>(w.next_expiry());
+                twheel::timer &t = mine.back();
+                switch ((seed >> 16) % 5) {
+                case 0: static_cast<void>(t.cancel()); break;
+                case 1: static_cast<void>(t.reschedule(delay / 2 + 100us)); break;
+                case 2: static_cast<void>(t.detach()); break;
+                case 3: { /* to whichever worker comes next, under the lock */
+                    std::lock_guard<std::mutex> held(handoff_lock);
+                    handoff.push_back(std::move(t));
+                    break;
+                }
+                default: { /* one handed over by another worker: cancel it here */
+                    twheel::timer taken;
+                    {
+                        std::lock_guard<std::mutex> held(handoff_lock);
+                        if (!handoff.empty()) {
+                            taken = std::move(handoff.back());
+                            handoff.pop_back();
+                        }
+                    }
+                    static_cast<void>(taken.cancel());
+                    break;
+                }
+                }
+                if (mine.size() > 64)
+                    mine.erase(mine.begin(), mine.begin() + 32); /* destructors cancel */
+            }
+            mine.clear();
+            workers_done.fetch_add(1);
+        };
+
+        std::thread driver(drive), second_driver(drive);
+        std::vector<std::thread> ts;
+        for (int k = 0; k < workers; ++k)
+            ts.emplace_back(work, static_cast<unsigned>(k + 1));
+        for (auto &t : ts)
+            t.join();
+        driver.join();
+        second_driver.join();
+        assert_int_equal(other_errors.load(), 0);
+        assert_true(beat.pending());
+        assert_true(beat.cancel());
+        assert_int_equal(tw_check(w.native_handle()), 0);
+    } /* detached and handed-over timers still pending go with the wheel */
+    assert_int_equal(destroyed.load(), made.load());
+    assert_int_equal(made.load(), 1 + workers * per_worker);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +464,7 @@ int main(void)
         cmocka_unit_test(test_sessions_across_threads),
         cmocka_unit_test(test_on_error_on_timer_thread),
         cmocka_unit_test(test_shutdown_on_timer_thread),
+        cmocka_unit_test(test_thread_rules),
     };
     return RUN_TESTS(tests);
 }
