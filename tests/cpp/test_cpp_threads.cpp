@@ -3,6 +3,7 @@
  * exactly once. */
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <system_error>
@@ -322,34 +323,74 @@ static void test_on_error_on_timer_thread(void **)
     w.stop_thread();
 }
 
+/* A count that a waiting thread sleeps on (a condition variable), for
+ * what happens on the timer thread after nobody can join it. */
+struct latch {
+    std::mutex m;
+    std::condition_variable cv;
+    int count = 0;
+    void add()
+    {
+        std::lock_guard<std::mutex> held(m);
+        ++count;
+        cv.notify_all();
+    }
+    /* false only on a hang: 30 s covers a loaded machine under TSan */
+    bool wait_until(int n)
+    {
+        std::unique_lock<std::mutex> held(m);
+        return cv.wait_for(held, 30s, [&] { return count >= n; });
+    }
+};
+
+/* Counts its destruction on a latch, as `counted` does on an atomic. */
+struct signals {
+    explicit signals(latch *l) : on(l) {}
+    signals(signals &&o) noexcept : on(std::exchange(o.on, nullptr)) {}
+    signals(const signals &) = delete;
+    ~signals()
+    {
+        if (on)
+            on->add();
+    }
+    latch *on;
+};
+
 /* A shutdown timer on the timer thread: the callback destroys the object
- * that owns the wheel; every other closure is released then, none runs. */
+ * that owns the wheel; every other closure is released then, none runs.
+ * The timer thread detaches itself, so the test waits, on a condition
+ * variable, for what a user's code last sees of the wheel: the destruction
+ * of its closures (the running one's right after its callback returns).
+ * The facade has no on_destroy of its own; the C program
+ * examples/shutdown.c waits for tw_config.on_destroy the same way. */
 static void test_shutdown_on_timer_thread(void **)
 {
     struct server {
         twheel::wheel wheel;
         std::vector<twheel::timer> timers;
     };
-    std::atomic<int> destroyed{0}, late_runs{0};
+    latch destroyed;
+    std::atomic<int> late_runs{0};
     std::atomic<bool> shut{false};
     auto srv = std::make_unique<server>();
     server *raw = srv.get();
     std::mutex owner_lock; /* the test thread reads srv; the callback resets it */
-    raw->timers.push_back(raw->wheel.every(1ms, [c = counted(&destroyed)] {}));
-    raw->timers.push_back(raw->wheel.after(500ms, [&late_runs, c = counted(&destroyed)] {
+    raw->timers.push_back(raw->wheel.every(1ms, [c = signals(&destroyed)] {}));
+    raw->timers.push_back(raw->wheel.after(500ms, [&late_runs, c = signals(&destroyed)] {
         late_runs.fetch_add(1);
     }));
-    raw->timers.push_back(raw->wheel.after(2ms, [&, c = counted(&destroyed)] {
+    raw->timers.push_back(raw->wheel.after(2ms, [&, c = signals(&destroyed)] {
         std::lock_guard<std::mutex> held(owner_lock);
         srv.reset(); /* ~server: handles cancel, the wheel is destroyed */
         shut = true;
     }));
     raw->wheel.start_thread(200us);
-    assert_true(wait_for([&] { return shut.load(); }));
-    assert_true(wait_for([&] { return destroyed.load() == 3; }));
+    assert_true(destroyed.wait_until(3));
+    assert_true(shut.load());
     std::lock_guard<std::mutex> held(owner_lock);
     assert_null(srv.get());
     assert_int_equal(late_runs.load(), 0);
+    assert_int_equal(destroyed.count, 3);
 }
 
 /* The thread rules the header states, each exercised while a thread drives
