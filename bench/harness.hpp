@@ -79,6 +79,7 @@ struct options {
     std::vector<std::string> only;
     bool contended = true;
     std::vector<int> hogs{0, 2, 4}; // busy processes beside the contended runs
+    bool hogs_given = false;        // --hog was on the command line
     bool single = true; // the single-threaded workloads
     bool idle = true;
     bool facade = true; // the C++ facade against the C API
@@ -87,6 +88,9 @@ struct options {
     std::string count; // --count STAGE: untimed, for cachegrind
     size_t hb_cap = 0;           // heartbeat ops per run (cap)
     double contended_seconds = 0; // per contended measurement
+    // wall time after which a structure that scans (skynet's next-expiry)
+    // stops a far-away timers loop or churn early
+    uint64_t scan_budget_ns = 0;
 
     int reps(size_t n) const
     {

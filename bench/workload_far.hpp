@@ -28,7 +28,6 @@ namespace bench {
 
 constexpr uint32_t FAR_MIN = 30000, FAR_SPAN = 30000;
 constexpr uint64_t FAR_LOOP_TICKS = FAR_MIN - 1;
-constexpr uint64_t FAR_LOOP_BUDGET_NS = 1500000000; // a scanning structure stops early
 constexpr size_t CHURN_STEPS = 40000, CHURN_BLOCK = 250; // steps, checked every block
 
 // N far-away delays, and the timers' indices ordered by due tick (then
@@ -63,14 +62,14 @@ template <class S> void check_next(const S &s, uint64_t got, uint64_t want, cons
 }
 
 // ns per next_expiry call: the fastest of three batches of QUERIES (a
-// scanning structure's batch stops early).
-template <class S> double query_batches(S &s)
+// scanning structure's batch stops after an eighth of `budget_ns`).
+template <class S> double query_batches(S &s, uint64_t budget_ns)
 {
     double best = 1e300;
     for (int batch = 0; batch < 3; batch++) {
         uint64_t a = now_ns(), acc = 0, b = a;
         int q = 0;
-        while (q < QUERIES && b - a < FAR_LOOP_BUDGET_NS / 8) {
+        while (q < QUERIES && b - a < budget_ns / 8) {
             for (int i = 0; i < 16; i++, q++)
                 acc += s.next_expiry();
             b = now_ns();
@@ -81,7 +80,9 @@ template <class S> double query_batches(S &s)
     return best;
 }
 
-template <class S> void phase_far(S &s, size_t n, bool keep)
+// budget_ns: the wall time after which a scanning structure stops the loop
+// and the churn (options::scan_budget_ns).
+template <class S> void phase_far(S &s, size_t n, bool keep, uint64_t budget_ns)
 {
     splitmix r = far_prng(n);
     const far_input far = make_far(r, n);
@@ -98,7 +99,7 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
     // next-expiry with every timer far away
     uint64_t want = delay[order[0]];
     check_next(s, s.next_expiry(), want, "far");
-    double far_next = query_batches(s);
+    double far_next = query_batches(s, budget_ns);
 
     // the event loop's iteration: nothing fires in these ticks
     uint64_t t0 = now_ns(), acc = 0, ticks = 0;
@@ -106,7 +107,7 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
         g_tick = ++ticks;
         s.advance(1);
         acc += s.next_expiry();
-        if ((ticks & 63) == 0 && now_ns() - t0 > FAR_LOOP_BUDGET_NS)
+        if ((ticks & 63) == 0 && now_ns() - t0 > budget_ns)
             break;
     }
     double loop = (double)(now_ns() - t0) / (double)ticks;
@@ -120,7 +121,7 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
     size_t steps = std::min(CHURN_STEPS, n - 1), k = 0;
     uint64_t churn_start = now_ns();
     while (k < steps) {
-        if (now_ns() - churn_start > FAR_LOOP_BUDGET_NS)
+        if (now_ns() - churn_start > budget_ns)
             break; // a scanning structure: enough steps
         size_t end = std::min(steps, k + CHURN_BLOCK);
         for (; k < end; k++) {
@@ -134,7 +135,7 @@ template <class S> void phase_far(S &s, size_t n, bool keep)
     g_sink = g_sink + acc;
     // next-expiry on the churned wheel: its earliest slot lost its earliest
     // timers (for twheel, the slot's least tick is stale)
-    double churn_next = query_batches(s);
+    double churn_next = query_batches(s, budget_ns);
 
     // every timer rescheduled once more: what stale state costs in memory
     for (size_t i = 0; i < n; i++)
@@ -156,10 +157,10 @@ struct far_timers {
     static constexpr schedule when = schedule::each_repetition;
     static bool enabled(const options &opt) { return opt.single; }
 
-    template <class S> static void run(S &s, const pass &p, const options &)
+    template <class S> static void run(S &s, const pass &p, const options &opt)
     {
         progress.step("far-away timers, churn", s.name, p.d.n, p.rep, p.reps);
-        phase_far(s, p.d.n, p.keep);
+        phase_far(s, p.d.n, p.keep, opt.scan_budget_ns);
         settle_malloc();
     }
 

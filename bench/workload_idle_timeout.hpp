@@ -49,9 +49,10 @@ constexpr uint32_t IDLE_TIMEOUT = 30000;          // ticks of silence before a k
 constexpr size_t IDLE_PACKET_INTERVAL = 1000;
 constexpr uint64_t IDLE_RUN_TICKS = 40000;        // the run: past 2 x 16 384
 constexpr size_t IDLE_COUNTED_STEPS = 2000000;    // --count: 2000 ticks at N = 1M
-// Above this N, and in --quick, only the structures the targets name run:
-// at 10M a run is 400M steps, minutes per structure (tree_map's would be
-// the best part of an hour).
+// Above this N only the structures the targets name run: at 10M a run is
+// 400M steps, minutes per structure (tree_map's would be the best part of
+// an hour). Up to it every structure runs, so --quick (N up to 100k)
+// cross-checks every structure's firings.
 constexpr size_t IDLE_EVERY_STRUCTURE_UP_TO = 2000000;
 inline const char *const idle_short_list[] = {"twheel", "twheel-none", "heap_binary",
                                               "timeout_wheel"};
@@ -180,7 +181,7 @@ struct idle_timeout {
     {
         if (!opt.wants(name))
             return false;
-        if (n <= IDLE_EVERY_STRUCTURE_UP_TO && !opt.quick)
+        if (n <= IDLE_EVERY_STRUCTURE_UP_TO)
             return true;
         return std::find(std::begin(idle_short_list), std::end(idle_short_list), name) !=
                std::end(idle_short_list);
@@ -215,7 +216,7 @@ struct idle_timeout {
             const int k = runs(n, opt);
             std::printf("\nN = %s: %zu steps, %d run%s", fmt_n(n).c_str(),
                         (size_t)IDLE_RUN_TICKS * idle_steps_per_tick(n), k, k > 1 ? "s" : "");
-            if (n > IDLE_EVERY_STRUCTURE_UP_TO || opt.quick)
+            if (n > IDLE_EVERY_STRUCTURE_UP_TO)
                 std::printf(" (only the structures the targets name)");
             std::printf("\n%-22s%11s", "structure", "ns/step");
             for (const char *b : versus)

@@ -53,6 +53,26 @@
  * empties the handle); fired: a one-shot whose callback has started;
  * cancelled: by tw_cancel() on native_handle() or by the wheel's
  * destruction. operator bool is pending().
+ *
+ * Threads (every lock_kind but none; with none, one thread at a time uses
+ * the wheel and every handle): the standard library's rule, with the wheel
+ * object shared as a tw_wheel* is.
+ *  - One wheel object may be used by several threads at once: after(),
+ *    at(), every() and their _detached forms, expire()/advance() (one thread
+ *    drives at a time; a second one gets std::system_error EBUSY),
+ *    start_thread()/stop_thread() and the queries. Not on_error(), which is
+ *    set before other threads use the wheel, nor move-assignment or
+ *    destruction, which need every other thread done with the object.
+ *  - Distinct timer handles are independent: each thread may cancel,
+ *    reschedule, detach, move and destroy its own handles while other
+ *    threads do the same with theirs and another drives the wheel.
+ *  - One handle object is not shared without a lock: its const members
+ *    (pending(), remaining(), deadline(), id(), operator bool) may run on
+ *    several threads at once, but cancel(), reschedule(), detach(),
+ *    assignment and destruction must not run while another thread uses
+ *    that same object. Two threads cancelling one handle object at once
+ *    race on the handle (the standard calls that undefined behaviour); hand
+ *    a handle to another thread under a mutex, or keep it with one thread.
  */
 #ifndef TW_TIMER_HPP
 #define TW_TIMER_HPP
@@ -622,8 +642,10 @@ public:
      * closure this destroys owned the handle). true when this stopped a
      * run that would have happened (a periodic timer: any further run),
      * false when a one-shot had started or fired, the timer was cancelled
-     * already, or the wheel is gone. Thread-safe: when the callback runs on
-     * another thread, cancel() waits for it and for the closure's
+     * already, or the wheel is gone. Callable on any thread while another
+     * drives the wheel (any lock but none), but not on one handle object
+     * from two threads at once (see "Threads" above): when the callback
+     * runs on another thread, cancel() waits for it and for the closure's
      * destruction (tw_cancel()), so once cancel() or the destructor has
      * returned the callback is not running -- except from inside that
      * callback, where a periodic closure is destroyed right after it

@@ -450,7 +450,9 @@ static int run(struct server *srv)
            "late: how long after its due tick began, by the clock, a callback"
            " ran; up to one\ntick (%.1f ms) is on time, more is time the loop"
            " spent elsewhere (the first\nsecond includes the log-in burst)."
-           " kicks: sessions idle too long, closed.\n\n"
+           " Counted from the call that added the timer,\nadd up to one more"
+           " tick: the call is rounded up to the next tick.\n"
+           "kicks: sessions idle too long, closed.\n\n"
            "sec  live timers  fired/sec  worst late ms  cpu ms  kicks\n",
            srv->nsessions, tw_count(srv->wheel),
            (double)(tw_gettime() - t0) / 1000.0,
@@ -522,7 +524,8 @@ static void summary(struct server *srv, uint32_t seconds)
            srv->packets_read, srv->packets_sent, srv->packets_dropped,
            srv->skills_used, srv->skills_refused);
     printf("  lateness   worst %.3f ms, mean %.3f ms (after the due tick"
-           " began; up to a tick is on time)\n",
+           " began; up to a tick is on time,\n             and from the call"
+           " that added a timer up to two ticks)\n",
            (double)srv->worst_late_us / 1000.0,
            srv->fired ? (double)srv->late_sum_us / (double)srv->fired / 1000.0
                       : 0.0);

@@ -3,8 +3,10 @@
  * exactly once. */
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <system_error>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -321,34 +323,174 @@ static void test_on_error_on_timer_thread(void **)
     w.stop_thread();
 }
 
+/* A count that a waiting thread sleeps on (a condition variable), for
+ * what happens on the timer thread after nobody can join it. */
+struct latch {
+    std::mutex m;
+    std::condition_variable cv;
+    int count = 0;
+    void add()
+    {
+        std::lock_guard<std::mutex> held(m);
+        ++count;
+        cv.notify_all();
+    }
+    /* false only on a hang: 30 s covers a loaded machine under TSan */
+    bool wait_until(int n)
+    {
+        std::unique_lock<std::mutex> held(m);
+        return cv.wait_for(held, 30s, [&] { return count >= n; });
+    }
+};
+
+/* Counts its destruction on a latch, as `counted` does on an atomic. */
+struct signals {
+    explicit signals(latch *l) : on(l) {}
+    signals(signals &&o) noexcept : on(std::exchange(o.on, nullptr)) {}
+    signals(const signals &) = delete;
+    ~signals()
+    {
+        if (on)
+            on->add();
+    }
+    latch *on;
+};
+
 /* A shutdown timer on the timer thread: the callback destroys the object
- * that owns the wheel; every other closure is released then, none runs. */
+ * that owns the wheel; every other closure is released then, none runs.
+ * The timer thread detaches itself, so the test waits, on a condition
+ * variable, for what a user's code last sees of the wheel: the destruction
+ * of its closures (the running one's right after its callback returns).
+ * The facade has no on_destroy of its own; the C program
+ * examples/shutdown.c waits for tw_config.on_destroy the same way. */
 static void test_shutdown_on_timer_thread(void **)
 {
     struct server {
         twheel::wheel wheel;
         std::vector<twheel::timer> timers;
     };
-    std::atomic<int> destroyed{0}, late_runs{0};
+    latch destroyed;
+    std::atomic<int> late_runs{0};
     std::atomic<bool> shut{false};
     auto srv = std::make_unique<server>();
     server *raw = srv.get();
     std::mutex owner_lock; /* the test thread reads srv; the callback resets it */
-    raw->timers.push_back(raw->wheel.every(1ms, [c = counted(&destroyed)] {}));
-    raw->timers.push_back(raw->wheel.after(500ms, [&late_runs, c = counted(&destroyed)] {
+    raw->timers.push_back(raw->wheel.every(1ms, [c = signals(&destroyed)] {}));
+    raw->timers.push_back(raw->wheel.after(500ms, [&late_runs, c = signals(&destroyed)] {
         late_runs.fetch_add(1);
     }));
-    raw->timers.push_back(raw->wheel.after(2ms, [&, c = counted(&destroyed)] {
+    raw->timers.push_back(raw->wheel.after(2ms, [&, c = signals(&destroyed)] {
         std::lock_guard<std::mutex> held(owner_lock);
         srv.reset(); /* ~server: handles cancel, the wheel is destroyed */
         shut = true;
     }));
     raw->wheel.start_thread(200us);
-    assert_true(wait_for([&] { return shut.load(); }));
-    assert_true(wait_for([&] { return destroyed.load() == 3; }));
+    assert_true(destroyed.wait_until(3));
+    assert_true(shut.load());
     std::lock_guard<std::mutex> held(owner_lock);
     assert_null(srv.get());
     assert_int_equal(late_runs.load(), 0);
+    assert_int_equal(destroyed.count, 3);
+}
+
+/* The thread rules the header states, each exercised while a thread drives
+ * the wheel with expire() (not the timer thread) and a second thread tries
+ * to drive it too:
+ *  - one wheel object is shared: several threads call after()/every()/
+ *    size()/next_expiry()/timeout_ms() on it at once; of two concurrent
+ *    drivers one gets EBUSY;
+ *  - distinct handles are independent: each thread cancels, reschedules,
+ *    detaches and destroys its own handles;
+ *  - one handle's const members (pending(), remaining(), deadline(), id())
+ *    may be called from several threads at once;
+ *  - a handle handed to another thread goes through a lock (here a mutex
+ *    around a vector), as any object's would.
+ * What the rules forbid (cancel() or reschedule() of one handle object from
+ * two threads without a lock) is not exercised: it is a data race. Run
+ * under ThreadSanitizer in .ci/run, where a race inside the facade fails. */
+static void test_thread_rules(void **)
+{
+    constexpr int workers = 3, per_worker = 600;
+    std::atomic<int> made{0}, destroyed{0}, runs{0}, busy{0}, other_errors{0};
+    std::atomic<int> workers_done{0};
+    {
+        twheel::wheel w;
+        made.fetch_add(1);
+        twheel::timer beat = w.every(200us, [&runs, c = counted(&destroyed)] { runs.fetch_add(1); });
+        const tw_id beat_id = beat.id();
+        std::mutex handoff_lock;
+        std::vector<twheel::timer> handoff;
+
+        auto drive = [&] {
+            while (workers_done.load() < workers) {
+                try {
+                    static_cast<void>(w.expire());
+                } catch (const std::system_error &e) {
+                    (e.code().value() == EBUSY ? busy : other_errors).fetch_add(1);
+                }
+                std::this_thread::yield();
+            }
+        };
+        auto work = [&](unsigned seed) {
+            std::vector<twheel::timer> mine;
+            for (int i = 0; i < per_worker; ++i) {
+                seed = seed * 1103515245u + 12345u;
+                const auto delay = std::chrono::microseconds((seed >> 8) % 2000);
+                made.fetch_add(1);
+                auto body = [&runs, c = counted(&destroyed)] { runs.fetch_add(1); };
+                mine.push_back((seed >> 20) % 4 == 0 ? w.every(delay, 500us, std::move(body))
+                                                     : w.after(delay, std::move(body)));
+                /* the shared handle, read from every worker at once */
+                if (!beat.pending() || !beat.remaining() || !beat.deadline() ||
+                    beat.id() != beat_id)
+                    other_errors.fetch_add(1);
+                static_cast<void>(w.size() + w.timeout_ms());
+                static_cast<void>(w.next_expiry());
+                twheel::timer &t = mine.back();
+                switch ((seed >> 16) % 5) {
+                case 0: static_cast<void>(t.cancel()); break;
+                case 1: static_cast<void>(t.reschedule(delay / 2 + 100us)); break;
+                case 2: static_cast<void>(t.detach()); break;
+                case 3: { /* to whichever worker comes next, under the lock */
+                    std::lock_guard<std::mutex> held(handoff_lock);
+                    handoff.push_back(std::move(t));
+                    break;
+                }
+                default: { /* one handed over by another worker: cancel it here */
+                    twheel::timer taken;
+                    {
+                        std::lock_guard<std::mutex> held(handoff_lock);
+                        if (!handoff.empty()) {
+                            taken = std::move(handoff.back());
+                            handoff.pop_back();
+                        }
+                    }
+                    static_cast<void>(taken.cancel());
+                    break;
+                }
+                }
+                if (mine.size() > 64)
+                    mine.erase(mine.begin(), mine.begin() + 32); /* destructors cancel */
+            }
+            mine.clear();
+            workers_done.fetch_add(1);
+        };
+
+        std::thread driver(drive), second_driver(drive);
+        std::vector<std::thread> ts;
+        for (int k = 0; k < workers; ++k)
+            ts.emplace_back(work, static_cast<unsigned>(k + 1));
+        for (auto &t : ts)
+            t.join();
+        driver.join();
+        second_driver.join();
+        assert_int_equal(other_errors.load(), 0);
+        assert_true(beat.pending());
+        assert_true(beat.cancel());
+        assert_int_equal(tw_check(w.native_handle()), 0);
+    } /* detached and handed-over timers still pending go with the wheel */
+    assert_int_equal(destroyed.load(), made.load());
+    assert_int_equal(made.load(), 1 + workers * per_worker);
 }
 
 int main(void)
@@ -363,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_sessions_across_threads),
         cmocka_unit_test(test_on_error_on_timer_thread),
         cmocka_unit_test(test_shutdown_on_timer_thread),
+        cmocka_unit_test(test_thread_rules),
     };
     return RUN_TESTS(tests);
 }

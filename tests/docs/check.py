@@ -15,10 +15,17 @@
    figure bench/results.txt printed. Versions (meson >= 0.63, Debian 12,
    C++17) are not decimals of that kind and are skipped.
 
+  check.py --installed BUILD_DIR
+
+installs BUILD_DIR (meson install --destdir into a temporary folder) and
+runs check 1 on the installed share/doc/twheel tree: the pages a package
+ships must not link to files it leaves out.
+
 Prints one line per failure and exits 1 if there was any.
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -143,9 +150,39 @@ def check_figures(root, prose, failures):
                                 "figure bench/results.txt printed")
 
 
+def check_installed(build):
+    """Check 1 on the doc tree `meson install` puts in a fresh prefix."""
+    meson = os.environ.get("MESON") or shutil.which("meson")
+    if not meson:
+        print("SKIP: meson not found")
+        sys.exit(77)
+    with tempfile.TemporaryDirectory() as dest:
+        installed = subprocess.run([meson, "install", "-C", build, "--no-rebuild", "--quiet",
+                                    "--destdir", dest], capture_output=True, text=True)
+        if installed.returncode != 0:
+            print("FAIL meson install --destdir failed:\n" + installed.stdout + installed.stderr)
+            sys.exit(1)
+        roots = [os.path.join(d, name) for d, names, _ in os.walk(dest) for name in names
+                 if name == "twheel" and os.path.basename(d) == "doc"]
+        if len(roots) != 1:
+            print(f"FAIL no single share/doc/twheel in the install: {roots}")
+            sys.exit(1)
+        root, failures = roots[0], []
+        for page in pages(root):
+            prose, _ = split(open(os.path.join(root, page), encoding="utf-8").read())
+            check_links(root, page, prose, failures)
+        for failure in failures:
+            print("FAIL installed", failure)
+        print(f"docs (installed {os.path.relpath(root, dest)}): {len(pages(root))} pages "
+              f"checked, {len(failures)} problems")
+        sys.exit(1 if failures else 0)
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--installed":
+        check_installed(sys.argv[2])
     if len(sys.argv) != 4:
-        sys.exit("usage: check.py ROOT INCLUDE_DIR LIBTWHEEL_A")
+        sys.exit("usage: check.py ROOT INCLUDE_DIR LIBTWHEEL_A | check.py --installed BUILD_DIR")
     root, include, library = sys.argv[1:]
     failures = []
     for page in pages(root):

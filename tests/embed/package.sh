@@ -8,6 +8,12 @@
 #                       libraries, package files, share/doc/twheel); C and
 #                       C++ consumers built with `pkg-config --cflags --libs
 #                       twheel`, whose version must be timer.h's
+#   private_prefix      docs/embedding.md's route into a private prefix, as
+#                       the page has it: its two marked blocks run verbatim
+#                       (HOME a temporary folder, no LD_LIBRARY_PATH), the
+#                       install from a copy of SOURCE_ROOT, the consumer's
+#                       pkg-config and -rpath line beside an app.c; the
+#                       program then runs on its own
 #   relocate            that prefix moved elsewhere: pkg-config (also with
 #                       --define-prefix) and find_package point into the
 #                       moved tree, which names its old place nowhere; the
@@ -54,7 +60,7 @@
 # shellcheck disable=SC2016
 set -uo pipefail
 
-usage="usage: package.sh pkgconfig|relocate|cmake|cmake_subdirectory|cmake_fetchcontent|cmake_install|subproject|subproject_cpp|dlopen SOURCE_ROOT"
+usage="usage: package.sh pkgconfig|private_prefix|relocate|cmake|cmake_subdirectory|cmake_fetchcontent|cmake_install|subproject|subproject_cpp|dlopen SOURCE_ROOT"
 mode=${1:?$usage}
 src=$(cd "${2:?$usage}" && pwd) || exit 1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd) || exit 1
@@ -70,6 +76,7 @@ need() {
 }
 case $mode in
 pkgconfig) need meson ninja cc c++ pkg-config readelf ;;
+private_prefix) need meson ninja cc pkg-config readelf python3 tar ;;
 relocate) need meson ninja cc c++ pkg-config cmake readelf ;;
 cmake) need meson ninja cc c++ cmake readelf ;;
 cmake_subdirectory) need ninja cc c++ cmake readelf nm ;;
@@ -291,24 +298,44 @@ pkgconfig_consumers() {
     libs=$(pkg-config --libs twheel)
     pclibdir=$(pkg-config --variable=libdir twheel)
 
-    local warn=(-Wall -Wextra -Wpedantic -Werror)
+    # -rpath as docs/embedding.md says: the programs run without
+    # LD_LIBRARY_PATH
+    local warn=(-Wall -Wextra -Wpedantic -Werror) rpath=-Wl,-rpath,$pclibdir
     # shellcheck disable=SC2086
     {
-        run cc.log cc -std=c11 "${warn[@]}" "$d/consumer.c" $cflags $libs -o "$d/consumer"
-        run cxx.log c++ -std=c++17 "${warn[@]}" "$d/consumer.cpp" $cflags $libs -o "$d/consumer_cpp"
+        run cc.log cc -std=c11 "${warn[@]}" "$d/consumer.c" $cflags $libs "$rpath" -o "$d/consumer"
+        run cxx.log c++ -std=c++17 "${warn[@]}" "$d/consumer.cpp" $cflags $libs "$rpath" \
+            -o "$d/consumer_cpp"
         run cc-collision.log cc -std=c11 "${warn[@]}" $cflags -I"$d/app-include" \
-            "$d/collision.c" $libs -o "$d/collision_c"
+            "$d/collision.c" $libs "$rpath" -o "$d/collision_c"
         run cxx-collision.log c++ -std=c++17 "${warn[@]}" -I"$d/app-include" $cflags \
-            "$d/collision.cpp" $libs -o "$d/collision_cpp"
+            "$d/collision.cpp" $libs "$rpath" -o "$d/collision_cpp"
     }
     readelf -d "$d/consumer" | grep -q 'NEEDED.*libtwheel\.so\.1\]' ||
         fail "the pkg-config consumer does not link libtwheel.so.1"
     local exe
     for exe in consumer consumer_cpp collision_c collision_cpp; do
-        LD_LIBRARY_PATH=$pclibdir run "run-$exe.log" "$d/$exe"
+        run "run-$exe.log" env -u LD_LIBRARY_PATH "$d/$exe"
         cat "$work/run-$exe.log"
     done
     unset PKG_CONFIG_PATH
+}
+
+# doc_blocks PAGE: the ```sh blocks of PAGE that come right after a line
+# "<!-- tests/embed/package.sh private_prefix runs this block ...", in
+# order, each ended by a NUL.
+doc_blocks() {
+    python3 - "$1" <<'PY'
+import sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+marker = "<!-- tests/embed/package.sh private_prefix runs this block"
+for i, line in enumerate(lines):
+    if line.startswith(marker):
+        if i + 1 >= len(lines) or lines[i + 1].strip() != "```sh":
+            sys.exit(f"{sys.argv[1]}:{i + 1}: no ```sh block right after the marker")
+        end = lines.index("```", i + 2)
+        sys.stdout.write("\n".join(lines[i + 2:end]) + "\n\0")
+PY
 }
 
 # cmake_consumer NAME SNIPPET [CMAKE ARGS...]: a CMake project in $work/NAME
@@ -447,6 +474,39 @@ case $mode in
 pkgconfig)
     install_prefix
     pkgconfig_consumers "$libdir/pkgconfig"
+    ;;
+
+private_prefix)
+    page=$src/docs/embedding.md
+    blocks=()
+    while IFS= read -r -d '' block; do
+        blocks+=("$block")
+    done < <(doc_blocks "$page")
+    ((${#blocks[@]} == 2)) ||
+        fail "$page: ${#blocks[@]} blocks marked for private_prefix, not 2 (install, consume)"
+    home=$work/home
+    copy=$work/twheel-source
+    app=$work/app
+    mkdir -p "$home" "$copy" "$app"
+    tar -C "$src" --exclude-vcs --exclude='./build*' -cf - . | tar -C "$copy" -xf - ||
+        fail "copying $src"
+    write_sources "$work/sources"
+    cp "$work/sources/consumer.c" "$app/app.c"
+    # The blocks as a reader runs them: a shell that stops at the first
+    # failing line, HOME set, LD_LIBRARY_PATH not.
+    (cd "$copy" && run install-block.log env -u LD_LIBRARY_PATH HOME="$home" \
+        bash -e -o pipefail -c "${blocks[0]}") || exit 1
+    (cd "$app" && run consume-block.log env -u LD_LIBRARY_PATH HOME="$home" \
+        bash -e -o pipefail -c "${blocks[1]}") || exit 1
+    cat "$work/consume-block.log"
+    grep -q '^consumer ok' "$work/consume-block.log" || fail "./app did not say 'consumer ok'"
+    prefix=$home/.local/twheel
+    check_tree "$prefix"
+    readelf -d "$app/app" | grep -q 'NEEDED.*libtwheel\.so\.1\]' ||
+        fail "app does not link libtwheel.so.1"
+    readelf -d "$app/app" | grep -qE '\((RUNPATH|RPATH)\)' || fail "app records no run path"
+    run app-alone.log env -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH "$app/app"
+    echo "private prefix: installed and consumed by the page's commands; app runs on its own"
     ;;
 
 relocate)

@@ -71,6 +71,38 @@ static void test_version_functions(void **state)
     assert_string_equal(TW_VERSION_STRING, "1.3.0");
 }
 
+/* What docs/embedding.md tells a host it may check of tw_get_api(v): the
+ * table's version is v or newer (the library hands out its one table, so a
+ * host asking for 1 gets the newest, and a check of version == v would
+ * refuse a library that works), and its size reaches past the last member
+ * of version v, each of which is set. */
+static void test_what_a_host_may_check(void **state)
+{
+    /* where each version's members end: its last member's end */
+    static const size_t version_end[TW_API_VERSION + 1] = {
+        0,
+        offsetof(struct tw_api, check) + sizeof(int (*)(tw_wheel *)),
+        offsetof(struct tw_api, context) + sizeof(void *(*)(tw_wheel *)),
+    };
+    (void)state;
+    assert_int_equal(version_end[TW_API_VERSION], sizeof(struct tw_api));
+    for (uint32_t v = 1; v <= TW_API_VERSION; v++) {
+        const struct tw_api *api = tw_get_api(v);
+        assert_non_null(api);
+        assert_true(api->version >= v);
+        assert_true(api->size >= version_end[v]);
+        /* every member up to that end is set */
+        for (size_t at = offsetof(struct tw_api, version_hex); at < version_end[v];
+             at += sizeof(void (*)(void))) {
+            void (*member)(void);
+            memcpy(&member, (const char *)api + at, sizeof member);
+            assert_non_null(member);
+        }
+    }
+    assert_int_equal(tw_get_api(1)->version, TW_API_VERSION);
+    assert_true(TW_API_VERSION > 1); /* so version 1 gets a newer table */
+}
+
 /* A host driving a wheel only through the table. */
 static void test_use_through_table(void **state)
 {
@@ -120,6 +152,7 @@ int main(void)
         T(test_table_is_constant),
         T(test_unknown_versions),
         T(test_version_functions),
+        T(test_what_a_host_may_check),
         T(test_use_through_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
