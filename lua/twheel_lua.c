@@ -177,10 +177,10 @@ static uint32_t peek_slot(lua_State *L, struct lwheel *lw)
 
 static void take_slot(struct lwheel *lw, uint32_t slot)
 {
-    if (lw->nfree && lw->free[lw->nfree - 1] == slot)
-        lw->nfree--;
-    else
+    if (slot > lw->nslots)
         lw->nslots = slot;
+    else
+        lw->nfree--;
 }
 
 static void free_slots(struct lwheel *lw)
@@ -202,12 +202,6 @@ static void free_slots(struct lwheel *lw)
  * alias ids -1, -2, -3, ... (never reused), kept in the alias table
  * closures[0]: alias -> the C id as an 8-byte string, and slot -> alias,
  * both cleared when the timer is released. */
-#ifndef TWL_DIRECT_BITS
-#define TWL_DIRECT_BITS 22 /* tests build a copy with a few bits */
-#endif
-#define DIRECT_LIMIT (UINT64_C(1) << TWL_DIRECT_BITS)
-#define ALIAS_TABLE 0
-
 #if TWL_INTEGER_IDS
 
 static void push_id(lua_State *L, int closures, tw_id id, uint32_t slot)
@@ -235,6 +229,12 @@ static void forget_alias(lua_State *L, int closures, uint32_t slot)
 }
 
 #else
+
+#ifndef TWL_DIRECT_BITS
+#define TWL_DIRECT_BITS 22 /* tests build a copy with a few bits */
+#endif
+#define DIRECT_LIMIT (UINT64_C(1) << TWL_DIRECT_BITS)
+#define ALIAS_TABLE 0
 
 static int is_direct(tw_id id)
 {
@@ -276,8 +276,10 @@ static tw_id to_id(lua_State *L, int arg, int closures)
         if (lua_istable(L, -1)) {
             lua_pushnumber(L, x);
             lua_rawget(L, -2);
-            if (lua_type(L, -1) == LUA_TSTRING && lua_objlen(L, -1) == sizeof id)
-                memcpy(&id, lua_tostring(L, -1), sizeof id);
+            size_t length = 0;
+            const char *bytes = lua_tolstring(L, -1, &length);
+            if (bytes && length == sizeof id)
+                memcpy(&id, bytes, sizeof id);
             lua_pop(L, 1);
         }
         lua_pop(L, 1);
@@ -285,14 +287,17 @@ static tw_id to_id(lua_State *L, int arg, int closures)
     return id;
 }
 
-/* Under lua_pcall from add_timer: records the alias of the new timer id
- * (argument 2) in slot (argument 3) of the closure table (argument 1);
- * returns the alias. The wheel is argument 4. */
+/* Under lua_pcall from w_add, which has added a timer: records the alias
+ * of its id, given as two halves (arguments 2 and 3: high, low), for its
+ * slot (argument 4) of the closure table (argument 1); returns the alias.
+ * The wheel is argument 5. */
 static int make_alias(lua_State *L)
 {
-    struct lwheel *lw = lua_touserdata(L, 4);
-    tw_id id;
-    memcpy(&id, lua_tostring(L, 2), sizeof id);
+    struct lwheel *lw = lua_touserdata(L, 5);
+    lua_Number high = lua_tonumber(L, 2), low = lua_tonumber(L, 3);
+    tw_id id = (tw_id)high << 32 | (tw_id)low;
+    lua_pushlstring(L, (const char *)&id, sizeof id);
+    lua_replace(L, 2);
     lua_rawgeti(L, 1, ALIAS_TABLE);
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
@@ -304,7 +309,7 @@ static int make_alias(lua_State *L)
     lua_pushvalue(L, 2);
     lua_rawset(L, -3); /* alias -> C id */
     lua_pushnumber(L, -(lw->aliases + 1));
-    lua_rawseti(L, -2, (int)lua_tointeger(L, 3)); /* slot -> alias */
+    lua_rawseti(L, -2, (int)lua_tointeger(L, 4)); /* slot -> alias */
     lw->aliases += 1; /* only now: the writes above may have raised */
     lua_pushnumber(L, -lw->aliases);
     return 1;
@@ -485,12 +490,14 @@ static int w_add(lua_State *L)
     take_slot(lw, slot);
 #if !TWL_INTEGER_IDS
     if (!is_direct(id)) {
-        lua_pushvalue(L, lua_upvalueindex(2)); /* make_alias: no allocation */
+        /* pushes that cannot raise, then everything else protected */
+        lua_pushvalue(L, lua_upvalueindex(2)); /* make_alias */
         lua_pushvalue(L, closures);
-        lua_pushlstring(L, (const char *)&id, sizeof id);
-        lua_pushinteger(L, (lua_Integer)slot);
+        lua_pushnumber(L, (lua_Number)(id >> 32));
+        lua_pushnumber(L, (lua_Number)(uint32_t)id);
+        lua_pushnumber(L, (lua_Number)slot);
         lua_pushvalue(L, 1);
-        if (lua_pcall(L, 4, 1, 0) != 0) {
+        if (lua_pcall(L, 5, 1, 0) != 0) {
             /* out of memory: undo the add (the hook frees the slot) */
             struct call c;
             begin_call(&c, L, lw, closures);
@@ -826,6 +833,8 @@ static const luaL_Reg functions[] = {
     {"new", l_new},
     {NULL, NULL},
 };
+
+TWL_EXPORT int luaopen_twheel(lua_State *L);
 
 TWL_EXPORT int luaopen_twheel(lua_State *L)
 {

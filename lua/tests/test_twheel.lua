@@ -572,6 +572,11 @@ test("ids: unique, and a stale id never acts on a newer timer", function()
   end
   eq(w:remaining(live), 10, "the live timer is untouched")
   eq(w:count(), 1, "count")
+  local largest = 0
+  for k in pairs(closure_table(w)) do
+    if type(k) == "number" and k > largest then largest = k end
+  end
+  ok(largest <= 2, "slots are reused: the largest is " .. largest)
   if not aliases then
     eq(closure_table(w)[0], nil, "no alias table below 2^22 nodes")
   end
