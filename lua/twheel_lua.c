@@ -58,6 +58,7 @@
 #else
 #define get_closures(L, i) lua_getfenv((L), (i))
 #define set_closures(L, i) ((void)lua_setfenv((L), (i)))
+#define lua_rawlen(L, i) lua_objlen((L), (i))
 #endif
 
 /* Sets each function of l into the table at index t (absolute) as a
@@ -81,6 +82,7 @@ static void set_funcs(lua_State *L, int t, const luaL_Reg *l, int nup)
  * up from 1; free[] always has room for every slot ever handed out, so the
  * release hook can give one back without allocating. */
 struct lwheel {
+    const char *tag;  /* &wheel_tag: see to_wheel */
     tw_wheel *tw;     /* NULL once closed */
     uint32_t *free;   /* slots ready for reuse */
     uint32_t nfree;   /* how many of them */
@@ -94,6 +96,8 @@ struct lwheel {
 };
 
 #define MAX_SLOTS 0x7fffffffu /* lua_rawseti takes an int on 5.1 */
+
+static const char wheel_tag = 0;
 
 /* A binding call that may run callbacks or release hooks (advance, expire,
  * cancel, close, __gc), innermost first. The release hook is given only
@@ -131,16 +135,14 @@ static void end_call(struct call *c)
     current = c->outer;
 }
 
-/* The wheel at argument 1; upvalue 1 of every method is the metatable. */
+/* The wheel at argument 1: a full userdata of a wheel's size that starts
+ * with the address of wheel_tag, which only l_new writes there. Every
+ * call pays this check, and it touches neither the stack nor the
+ * metatable (light userdata have no size, so their pointer is never read). */
 static struct lwheel *to_wheel(lua_State *L)
 {
     struct lwheel *lw = lua_touserdata(L, 1);
-    int ours = 0;
-    if (lw && lua_getmetatable(L, 1)) {
-        ours = lua_rawequal(L, -1, lua_upvalueindex(1));
-        lua_pop(L, 1);
-    }
-    if (!ours)
+    if (!lw || lua_rawlen(L, 1) != sizeof *lw || lw->tag != &wheel_tag)
         luaL_argerror(L, 1, lua_pushfstring(L, "twheel wheel expected, got %s",
                                             luaL_typename(L, 1)));
     return lw;
@@ -211,13 +213,13 @@ static void push_id(lua_State *L, int closures, tw_id id, uint32_t slot)
     lua_pushinteger(L, (lua_Integer)id);
 }
 
+/* The C id named by the number at arg (checked by the caller); 0 for a
+ * number that names no timer. */
 static tw_id to_id(lua_State *L, int arg, int closures)
 {
     int is_integer;
-    lua_Integer v;
+    lua_Integer v = lua_tointegerx(L, arg, &is_integer);
     (void)closures;
-    luaL_checktype(L, arg, LUA_TNUMBER);
-    v = lua_tointegerx(L, arg, &is_integer);
     return is_integer && v > 0 ? (tw_id)v : 0;
 }
 
@@ -261,10 +263,8 @@ static void push_id(lua_State *L, int closures, tw_id id, uint32_t slot)
 
 static tw_id to_id(lua_State *L, int arg, int closures)
 {
-    lua_Number x;
+    lua_Number x = lua_tonumber(L, arg);
     tw_id id = 0;
-    luaL_checktype(L, arg, LUA_TNUMBER);
-    x = lua_tonumber(L, arg);
     if (x != floor(x)) /* NaN too */
         return 0;
     if (x >= 1 && x < 9007199254740992.0) { /* 2^53 */
@@ -415,9 +415,8 @@ static uint64_t check_ticks(lua_State *L, int arg, const char *what)
 {
     lua_Number d;
 #if TWL_INTEGER_IDS
-    int is_integer;
-    lua_Integer v = lua_tointegerx(L, arg, &is_integer);
-    if (is_integer && lua_type(L, arg) == LUA_TNUMBER) {
+    if (lua_isinteger(L, arg)) { /* the common case, first */
+        lua_Integer v = lua_tointeger(L, arg);
         if (v < 0)
             luaL_argerror(L, arg, lua_pushfstring(L, "%s must not be negative", what));
         return (uint64_t)v;
@@ -448,7 +447,7 @@ static int range_error(lua_State *L, uint64_t delay, int delay_arg,
     if (delay > TW_MAX_DELAY)
         return luaL_argerror(L, delay_arg, "delay out of range (at most twheel.max_delay)");
     return luaL_error(L, "twheel: the due tick lies more than twheel.max_delay ticks past now()"
-                         " (a clock-driven wheel not driven for that long)");
+                         " (on a clock-driven wheel now() lags the clock until an expire)");
 }
 
 /* ---- methods -------------------------------------------------------------
@@ -466,7 +465,6 @@ static int w_add(lua_State *L)
     tw_id id;
     luaL_checktype(L, 3, LUA_TFUNCTION);
     interval = opt_interval(L, 4);
-    lua_settop(L, 4);
     slot = peek_slot(L, lw);
     get_closures(L, 1);
     closures = lua_gettop(L);
@@ -491,7 +489,7 @@ static int w_add(lua_State *L)
 #if !TWL_INTEGER_IDS
     if (!is_direct(id)) {
         /* pushes that cannot raise, then everything else protected */
-        lua_pushvalue(L, lua_upvalueindex(2)); /* make_alias */
+        lua_pushvalue(L, lua_upvalueindex(1)); /* make_alias */
         lua_pushvalue(L, closures);
         lua_pushnumber(L, (lua_Number)(id >> 32));
         lua_pushnumber(L, (lua_Number)(uint32_t)id);
@@ -518,11 +516,12 @@ static int w_cancel(lua_State *L)
     struct lwheel *lw = open_wheel(L);
     struct call c;
     tw_id id;
-    int result;
-    lua_settop(L, 2);
+    int result, closures;
+    luaL_checktype(L, 2, LUA_TNUMBER);
     get_closures(L, 1);
-    id = to_id(L, 2, 3);
-    begin_call(&c, L, lw, 3);
+    closures = lua_gettop(L);
+    id = to_id(L, 2, closures);
+    begin_call(&c, L, lw, closures);
     result = tw_cancel(lw->tw, id);
     end_call(&c);
     lua_pushboolean(L, result == 1);
@@ -538,9 +537,9 @@ static int w_reschedule(lua_State *L)
     uint64_t interval = opt_interval(L, 4);
     tw_id id;
     int result;
-    lua_settop(L, 4);
+    luaL_checktype(L, 2, LUA_TNUMBER);
     get_closures(L, 1);
-    id = to_id(L, 2, 5);
+    id = to_id(L, 2, lua_gettop(L));
     result = keep ? tw_reschedule(lw->tw, id, delay)
                   : tw_reschedule_ex(lw->tw, id, delay, interval);
     if (result == -ERANGE)
@@ -565,9 +564,9 @@ static int w_remaining(lua_State *L)
 {
     struct lwheel *lw = open_wheel(L);
     uint64_t ticks;
-    lua_settop(L, 2);
+    luaL_checktype(L, 2, LUA_TNUMBER);
     get_closures(L, 1);
-    ticks = tw_remaining(lw->tw, to_id(L, 2, 3));
+    ticks = tw_remaining(lw->tw, to_id(L, 2, lua_gettop(L)));
     if (ticks == TW_NEVER)
         lua_pushnil(L);
     else
@@ -614,17 +613,13 @@ static int drive(lua_State *L, struct lwheel *lw, int by_clock, uint64_t ticks)
 static int w_advance(lua_State *L)
 {
     struct lwheel *lw = open_wheel(L);
-    uint64_t ticks = check_ticks(L, 2, "ticks");
-    lua_settop(L, 2);
-    return drive(L, lw, 0, ticks);
+    return drive(L, lw, 0, check_ticks(L, 2, "ticks"));
 }
 
 /* w:expire() -> callbacks run */
 static int w_expire(lua_State *L)
 {
-    struct lwheel *lw = open_wheel(L);
-    lua_settop(L, 1);
-    return drive(L, lw, 1, 0);
+    return drive(L, open_wheel(L), 1, 0);
 }
 
 /* w:next_expiry() -> ticks until the earliest timer, or nil */
@@ -790,6 +785,7 @@ static int l_new(lua_State *L)
     read_options(L, &config);
     lw = lua_newuserdata(L, sizeof *lw); /* index 3 */
     memset(lw, 0, sizeof *lw);
+    lw->tag = &wheel_tag;
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_setmetatable(L, 3);
     lua_createtable(L, 0, 1);
@@ -841,25 +837,22 @@ TWL_EXPORT int luaopen_twheel(lua_State *L)
     int metatable, table;
     luaL_newmetatable(L, "twheel.wheel");
     metatable = lua_gettop(L);
-    /* Every function gets the metatable as upvalue 1 (to_wheel's check);
-     * on 5.1 the methods also get make_alias as upvalue 2, so that add
-     * pushes it without allocating. */
-    lua_newtable(L);
+    lua_newtable(L); /* the methods */
     table = lua_gettop(L);
-    lua_pushvalue(L, metatable);
 #if TWL_INTEGER_IDS
-    set_funcs(L, table, methods, 1);
+    set_funcs(L, table, methods, 0);
 #else
+    /* upvalue 1: make_alias, pushed here so that add pushes it without
+     * allocating */
     lua_pushcfunction(L, make_alias);
-    set_funcs(L, table, methods, 2);
+    set_funcs(L, table, methods, 1);
 #endif
     lua_setfield(L, metatable, "__index");
-    lua_pushvalue(L, metatable);
-    set_funcs(L, metatable, metamethods, 1);
+    set_funcs(L, metatable, metamethods, 0);
 
     lua_newtable(L); /* the module */
     table = lua_gettop(L);
-    lua_pushvalue(L, metatable);
+    lua_pushvalue(L, metatable); /* upvalue 1 of new */
     set_funcs(L, table, functions, 1);
     lua_pushstring(L, tw_version_string());
     lua_setfield(L, table, "version");
