@@ -355,6 +355,7 @@ test("callbacks may add, cancel and reschedule, themselves too", function()
   local at = {}
   w:add(1, function(wheel, id)
     at[#at + 1] = wheel:now()
+    if #at == 1 then eq(wheel:remaining(id), 2, "periodic remaining in callback: its next firing") end
     if #at == 1 then eq(wheel:reschedule(id, 5), true, "periodic reschedule in callback") end
     if #at == 3 then eq(wheel:cancel(id), true, "periodic cancel in callback") end
   end, 2)
