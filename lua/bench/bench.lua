@@ -12,7 +12,8 @@
 --   LUA_CPATH='build/lua/5.4/?.so' lua5.4 lua/bench/bench.lua [N] [--reps R] [--c build/lua/bench/c_api]
 --
 -- Times are CPU time (os.clock), the best of R runs (default 3), each run
--- on a fresh structure after a full garbage collection. Every structure
+-- on a fresh structure after a full garbage collection; the random draws
+-- are made before, so a timed loop is the calls and an array read or two. Every structure
 -- must fire every timer on its tick: the run stops if one does not.
 local twheel = require "twheel"
 
@@ -208,13 +209,31 @@ local structures = {
 local fired = 0
 local function on_fire() fired = fired + 1 end
 
+-- Every draw is made before the clock starts, so that the timed loops are
+-- the calls alone (as in c_api.c): delays to add, an order to cancel in
+-- (Fisher-Yates), and the timers and delays of the reschedules.
+local delays, order, moved, moved_delay = {}, {}, {}, {}
+seed(1)
+for i = 1, N do delays[i] = draw(1, MAX_DELAY) end
+seed(2)
+for i = 1, N do order[i] = i end
+for i = N, 2, -1 do
+  local j = draw(1, i)
+  order[i], order[j] = order[j], order[i]
+end
+seed(3)
+for i = 1, N do
+  moved[i] = draw(1, N)
+  moved_delay[i] = draw(1, MAX_DELAY)
+end
+
 local clock = os.clock
 local ids = {}
 
 local function fill(s, fn)
-  seed(1)
+  fn = fn or on_fire
   local start = clock()
-  for i = 1, N do ids[i] = s:add(draw(1, MAX_DELAY), fn or on_fire) end
+  for i = 1, N do ids[i] = s:add(delays[i], fn) end
   return (clock() - start) / N * 1e9
 end
 
@@ -225,13 +244,6 @@ local function run(structure, op)
   local s = structure.new()
   local ns = fill(s)
   if op == "cancel" then
-    seed(2)
-    local order = {}
-    for i = 1, N do order[i] = i end
-    for i = N, 2, -1 do
-      local j = draw(1, i)
-      order[i], order[j] = order[j], order[i]
-    end
     collectgarbage("collect")
     local start = clock()
     for i = 1, N do s:cancel(ids[order[i]]) end
@@ -239,9 +251,8 @@ local function run(structure, op)
     assert(s:count() == 0, structure.name .. ": timers left after cancelling all")
   elseif op == "reschedule" then
     collectgarbage("collect")
-    seed(3)
     local start = clock()
-    for _ = 1, N do s:reschedule(ids[draw(1, N)], draw(1, MAX_DELAY)) end
+    for i = 1, N do s:reschedule(ids[moved[i]], moved_delay[i]) end
     ns = (clock() - start) / N * 1e9
   elseif op == "expire" then
     collectgarbage("collect")
@@ -266,8 +277,7 @@ local function tick_sum(structure)
 end
 do
   local expected = 0
-  seed(1)
-  for _ = 1, N do expected = expected + draw(1, MAX_DELAY) end
+  for i = 1, N do expected = expected + delays[i] end
   for _, structure in ipairs(structures) do
     assert(tick_sum(structure) == expected, structure.name .. " fired timers off their tick")
   end

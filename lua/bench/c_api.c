@@ -63,44 +63,67 @@ static tw_wheel *new_wheel(void)
     return tw_create(&config);
 }
 
-/* Adds n timers with the delays of seed 1; returns ns per add. */
-static double fill(tw_wheel *w, tw_id *ids, uint32_t n)
+/* The draws, made before the clock starts (as bench.lua makes them). */
+struct workload {
+    uint64_t *delays;      /* seed 1: the delays to add */
+    uint32_t *order;       /* seed 2: the order to cancel in (Fisher-Yates) */
+    uint32_t *moved;       /* seed 3: the timer and the delay of each */
+    uint64_t *moved_delay; /*         reschedule */
+};
+
+static int draw_workload(struct workload *d, uint32_t n)
 {
-    double start;
     uint32_t i;
+    d->delays = malloc(sizeof *d->delays * n);
+    d->order = malloc(sizeof *d->order * n);
+    d->moved = malloc(sizeof *d->moved * n);
+    d->moved_delay = malloc(sizeof *d->moved_delay * n);
+    if (!d->delays || !d->order || !d->moved || !d->moved_delay)
+        return -1;
     seed(1);
-    start = cpu_ns();
     for (i = 0; i < n; i++)
-        ids[i] = tw_add_ex(w, draw(1, MAX_DELAY), 0, on_fire, on_release,
+        d->delays[i] = draw(1, MAX_DELAY);
+    seed(2);
+    for (i = 0; i < n; i++)
+        d->order[i] = i;
+    for (i = n; i > 1; i--) {
+        uint32_t j = (uint32_t)draw(1, i) - 1, t = d->order[i - 1];
+        d->order[i - 1] = d->order[j];
+        d->order[j] = t;
+    }
+    seed(3);
+    for (i = 0; i < n; i++) {
+        d->moved[i] = (uint32_t)draw(1, n) - 1;
+        d->moved_delay[i] = draw(1, MAX_DELAY);
+    }
+    return 0;
+}
+
+/* Adds the n timers; returns ns per add. */
+static double fill(tw_wheel *w, tw_id *ids, const struct workload *d, uint32_t n)
+{
+    double start = cpu_ns();
+    uint32_t i;
+    for (i = 0; i < n; i++)
+        ids[i] = tw_add_ex(w, d->delays[i], 0, on_fire, on_release,
                            (void *)(uintptr_t)(i + 1));
     return (cpu_ns() - start) / n;
 }
 
-static double run(const char *op, uint32_t n, tw_id *ids, uint32_t *order)
+static double run(const char *op, uint32_t n, tw_id *ids, const struct workload *d)
 {
     tw_wheel *w = new_wheel();
-    double start, ns = fill(w, ids, n);
+    double start, ns = fill(w, ids, d, n);
     uint32_t i;
-    if (op[0] == 'c') { /* cancel, in an order drawn by Fisher-Yates */
-        seed(2);
-        for (i = 0; i < n; i++)
-            order[i] = i;
-        for (i = n; i > 1; i--) {
-            uint32_t j = (uint32_t)draw(1, i) - 1, t = order[i - 1];
-            order[i - 1] = order[j];
-            order[j] = t;
-        }
+    if (op[0] == 'c') {
         start = cpu_ns();
         for (i = 0; i < n; i++)
-            tw_cancel(w, ids[order[i]]);
+            tw_cancel(w, ids[d->order[i]]);
         ns = (cpu_ns() - start) / n;
-    } else if (op[0] == 'r') { /* reschedule n random timers */
-        seed(3);
+    } else if (op[0] == 'r') {
         start = cpu_ns();
-        for (i = 0; i < n; i++) {
-            uint32_t k = (uint32_t)draw(1, n) - 1;
-            tw_reschedule(w, ids[k], draw(1, MAX_DELAY));
-        }
+        for (i = 0; i < n; i++)
+            tw_reschedule(w, ids[d->moved[i]], d->moved_delay[i]);
         ns = (cpu_ns() - start) / n;
     } else if (op[0] == 'e') { /* tick by tick until every timer fired */
         fired = 0;
@@ -125,18 +148,21 @@ int main(int argc, char **argv)
     int reps = argc > 2 ? atoi(argv[2]) : 3, r;
     size_t op;
     tw_id *ids = malloc(sizeof *ids * n);
-    uint32_t *order = malloc(sizeof *order * n);
-    if (!ids || !order || n == 0)
+    struct workload d;
+    if (n == 0 || !ids || draw_workload(&d, n) != 0)
         return 1;
     for (op = 0; op < 4; op++) {
         double best = 0;
         for (r = 0; r < reps; r++) {
-            double ns = run(ops[op], n, ids, order);
+            double ns = run(ops[op], n, ids, &d);
             best = r == 0 || ns < best ? ns : best;
         }
         printf("%s %.1f\n", ops[op], best);
     }
     free(ids);
-    free(order);
+    free(d.delays);
+    free(d.order);
+    free(d.moved);
+    free(d.moved_delay);
     return 0;
 }
