@@ -1,0 +1,676 @@
+-- The Lua module's behaviour, one test per rule of docs/lua.md. Runs under
+-- every Lua meson found (suite 'lua'), also under valgrind in CI: small
+-- sizes only; the 1M-timer runs are in test_big.lua.
+--
+--   LUA_PATH='lua/tests/?.lua' LUA_CPATH='build/lua/5.4/?.so' lua5.4 lua/tests/test_twheel.lua
+--
+-- With TWHEEL_TEST_ALIASES=1 it expects a module built with 2 direct index
+-- bits (meson builds one for 5.1): most ids are then aliases.
+local h = require "harness"
+local twheel = require "twheel"
+local test, eq, ok, raises = h.test, h.eq, h.ok, h.raises
+
+local integer_ids = math.type ~= nil -- 5.3 and 5.4
+local aliases = os.getenv("TWHEEL_TEST_ALIASES") == "1"
+local getuservalue = debug.getuservalue or debug.getfenv
+
+-- The wheel's closure table, and how many closures it holds.
+local function closure_table(w)
+  return (getuservalue(w))
+end
+local function closures(w)
+  local n = 0
+  for k in pairs(closure_table(w)) do
+    if type(k) == "number" and k > 0 then n = n + 1 end
+  end
+  return n
+end
+
+local function ticks(options)
+  options = options or {}
+  options.drive = options.drive or "ticks"
+  return twheel.new(options)
+end
+
+local function nothing() end
+
+test("module", function()
+  ok(string.match(twheel.version, "^%d+%.%d+%.%d+$"), "version " .. tostring(twheel.version))
+  eq(twheel.max_delay, 4227858432, "max_delay")
+  eq(type(twheel.new), "function", "new")
+end)
+
+test("a new wheel is empty", function()
+  local w = twheel.new()
+  eq(w:count(), 0, "count")
+  eq(w:now(), 0, "now")
+  eq(w:next_expiry(), nil, "next_expiry")
+  eq(w:timeout_ms(), -1, "timeout_ms")
+  ok(string.find(tostring(w), "0 pending", 1, true), tostring(w))
+end)
+
+test("tick length: tick_ms and tick_us", function()
+  local w = ticks { tick_ms = 10 }
+  w:add(3, nothing)
+  eq(w:timeout_ms(), 30, "3 ticks of 10 ms")
+  w = ticks { tick_us = 2500 }
+  w:add(4, nothing)
+  eq(w:timeout_ms(), 10, "4 ticks of 2.5 ms")
+  w = ticks()
+  w:add(7, nothing)
+  eq(w:timeout_ms(), 7, "the default tick is 1 ms")
+end)
+
+test("new rejects bad options", function()
+  raises("tick_ms must be a whole number from 1 to 3600000", twheel.new, { tick_ms = 0 })
+  raises("tick_ms must be a whole number", twheel.new, { tick_ms = 1.5 })
+  raises("tick_ms must be a whole number", twheel.new, { tick_ms = "10" })
+  raises("tick_ms must be a whole number", twheel.new, { tick_ms = 3600001 })
+  raises("tick_us must be a whole number from 1", twheel.new, { tick_us = 0 })
+  raises("tick_us must be a whole number", twheel.new, { tick_us = -5 })
+  raises("not both", twheel.new, { tick_ms = 10, tick_us = 10 })
+  raises('lock must be "none", "adaptive", "spin" or "mutex"', twheel.new, { lock = "fast" })
+  raises("lock must be", twheel.new, { lock = 1 })
+  raises('drive must be "auto", "clock" or "ticks"', twheel.new, { drive = "wall" })
+  raises("on_error must be a function", twheel.new, { on_error = "print" })
+  raises("cap must be a whole number", twheel.new, { cap = -1 })
+  raises("unknown option 'colour'", twheel.new, { colour = "red" })
+  raises("unknown option 'tick'", twheel.new, { tick = 10 })
+  raises("option names are strings", twheel.new, { 10 })
+  raises("table expected", twheel.new, 10)
+  -- what works
+  twheel.new {}
+  twheel.new { tick_ms = 3600000, lock = "mutex", drive = "clock", cap = 0, on_error = nothing }
+end)
+
+test("a timer fires on its tick, with (wheel, id), once", function()
+  local w = ticks()
+  local calls = {}
+  local id = w:add(5, function(wheel, fired)
+    calls[#calls + 1] = { wheel = wheel, id = fired, now = wheel:now() }
+  end)
+  eq(w:remaining(id), 5, "remaining")
+  eq(w:next_expiry(), 5, "next_expiry")
+  eq(w:advance(4), 0, "four ticks")
+  eq(#calls, 0, "not early")
+  eq(w:advance(1), 1, "the fifth tick")
+  eq(#calls, 1, "fired once")
+  ok(rawequal(calls[1].wheel, w), "the wheel is passed")
+  eq(calls[1].id, id, "the id is passed")
+  eq(calls[1].now, 5, "now() in the callback is the due tick")
+  eq(w:advance(100), 0, "never again")
+  eq(w:count(), 0, "count")
+  eq(w:remaining(id), nil, "remaining after firing")
+  if integer_ids then eq(math.type(id), "integer", "id type") end
+end)
+
+test("delay 0 runs in the next advance, even of 0 ticks", function()
+  local w = ticks()
+  local order = {}
+  w:add(0, function(wheel)
+    order[#order + 1] = "first"
+    wheel:add(0, function() order[#order + 1] = "added by a callback" end)
+  end)
+  eq(w:advance(0), 1, "advance(0)")
+  eq(#order, 1, "a delay 0 added by a callback waits for the next call")
+  eq(w:advance(0), 1, "the next call")
+  eq(order[2], "added by a callback", "it ran")
+end)
+
+test("timers due in one tick run in the order they were added or moved", function()
+  local w = ticks()
+  local order = {}
+  local ids = {}
+  for i = 1, 5 do
+    ids[i] = w:add(3, function() order[#order + 1] = i end)
+  end
+  ok(w:reschedule(ids[2], 3), "reschedule")
+  w:advance(3)
+  eq(table.concat(order, ","), "1,3,4,5,2", "order")
+end)
+
+test("periodic timers: fixed rate, every missed firing runs", function()
+  local w = ticks()
+  local at = {}
+  local id = w:add(3, function(wheel) at[#at + 1] = wheel:now() end, 2)
+  eq(w:advance(10), 4, "firings in 10 ticks")
+  eq(table.concat(at, ","), "3,5,7,9", "due ticks")
+  eq(w:remaining(id), 1, "next at 11")
+  eq(w:count(), 1, "still pending")
+  ok(w:cancel(id), "cancel")
+  eq(w:advance(10), 0, "no more")
+  -- catch-up: one advance over many periods runs each firing in order
+  at = {}
+  w = ticks()
+  w:add(1, function(wheel) at[#at + 1] = wheel:now() end, 3)
+  w:advance(10)
+  eq(table.concat(at, ","), "1,4,7,10", "missed firings")
+end)
+
+test("cancel: true once for a pending timer, false otherwise", function()
+  local w = ticks()
+  local ran = false
+  local id = w:add(5, function() ran = true end)
+  eq(w:cancel(id), true, "pending")
+  eq(w:cancel(id), false, "twice")
+  w:advance(10)
+  eq(ran, false, "a cancelled timer never runs")
+  local fired = w:add(1, nothing)
+  w:advance(1)
+  eq(w:cancel(fired), false, "fired one-shot")
+  for _, bad in ipairs { 0, -1, 1.5, 2 ^ 60, 1e300, -1e300, 0 / 0, math.huge } do
+    eq(w:cancel(bad), false, "unknown id " .. tostring(bad))
+    eq(w:remaining(bad), nil, "remaining of unknown id " .. tostring(bad))
+    eq(w:reschedule(bad, 1), false, "reschedule of unknown id " .. tostring(bad))
+  end
+  raises("number expected", w.cancel, w, "1")
+  raises("number expected", w.cancel, w, nil)
+  raises("number expected", w.cancel, w)
+  raises("number expected", w.remaining, w, {})
+  raises("number expected", w.reschedule, w, true, 1)
+end)
+
+test("reschedule moves a pending timer and may change its interval", function()
+  local w = ticks()
+  local at = {}
+  local id = w:add(10, function(wheel) at[#at + 1] = wheel:now() end)
+  eq(w:reschedule(id, 3), true, "pending")
+  eq(w:remaining(id), 3, "remaining")
+  w:advance(3)
+  eq(table.concat(at, ","), "3", "fired at the new tick")
+  eq(w:reschedule(id, 3), false, "fired one-shot")
+  -- one-shot -> periodic
+  at = {}
+  id = w:add(10, function(wheel) at[#at + 1] = wheel:now() end) -- now 3
+  eq(w:reschedule(id, 2, 5), true, "to periodic")
+  w:advance(12)
+  eq(table.concat(at, ","), "5,10,15", "periodic after reschedule")
+  -- periodic -> one-shot
+  eq(w:reschedule(id, 1, 0), true, "to one-shot")
+  w:advance(10)
+  eq(table.concat(at, ","), "5,10,15,16", "one more firing")
+  eq(w:count(), 0, "done")
+  -- periodic keeps its interval when none is given
+  at = {}
+  id = w:add(1, function(wheel) at[#at + 1] = wheel:now() end, 4) -- now 25
+  w:reschedule(id, 2)
+  w:advance(10)
+  eq(table.concat(at, ","), "27,31,35", "interval kept")
+end)
+
+test("next_expiry, timeout_ms, count and now", function()
+  local w = ticks { tick_ms = 10 }
+  eq(w:next_expiry(), nil, "empty")
+  local a = w:add(7, nothing)
+  eq(w:next_expiry(), 7, "one timer")
+  eq(w:timeout_ms(), 70, "ms")
+  w:add(3, nothing)
+  eq(w:next_expiry(), 3, "earlier timer")
+  eq(w:count(), 2, "count")
+  w:advance(3)
+  eq(w:next_expiry(), 4, "after advancing")
+  eq(w:now(), 3, "now")
+  w:cancel(a)
+  eq(w:next_expiry(), nil, "cancelled")
+  eq(w:timeout_ms(), -1, "idle")
+  w:advance(1234)
+  eq(w:now(), 1237, "now after a jump")
+end)
+
+test("bad arguments raise and leave the wheel unchanged", function()
+  local w = ticks()
+  local id = w:add(10, nothing)
+  local function unchanged(what)
+    eq(w:count(), 1, what .. ": count")
+    eq(w:next_expiry(), 10, what .. ": next_expiry")
+    eq(w:remaining(id), 10, what .. ": remaining")
+    eq(w:now(), 0, what .. ": now")
+    eq(closures(w), 1, what .. ": closures")
+  end
+  local max = twheel.max_delay
+  local gc = getmetatable(w).__gc
+  local cases = {
+    { "delay must not be negative", function() w:add(-1, nothing) end },
+    { "delay must be a whole number", function() w:add(1.5, nothing) end },
+    { "delay must be a whole number", function() w:add(0 / 0, nothing) end },
+    { "delay must be a number of ticks, got string", function() w:add("5", nothing) end },
+    { "delay must be a number of ticks, got nil", function() w:add(nil, nothing) end },
+    { "function expected", function() w:add(1, nil) end },
+    { "function expected", function() w:add(1, {}) end },
+    { "interval must not be negative", function() w:add(1, nothing, -2) end },
+    { "interval must be a whole number", function() w:add(1, nothing, 0.5) end },
+    { "delay out of range", function() w:add(max + 1, nothing) end },
+    { "delay out of range", function() w:add(math.huge, nothing) end },
+    { "interval out of range", function() w:add(1, nothing, max + 1) end },
+    { "ticks must not be negative", function() w:advance(-1) end },
+    { "ticks must be a whole number", function() w:advance(0.5) end },
+    { "ticks must be a number", function() w:advance("1") end },
+    { "delay must not be negative", function() w:reschedule(id, -1) end },
+    { "delay out of range", function() w:reschedule(id, max + 1) end },
+    { "interval out of range", function() w:reschedule(id, 1, max + 1) end },
+    { "twheel wheel expected, got nil", function() w.add(nil, 1, nothing) end },
+    { "twheel wheel expected, got table", function() w.count({}) end },
+    { "twheel wheel expected, got userdata", function() w.count(io.stdout) end },
+    { "twheel wheel expected", function() gc({}) end },
+  }
+  for i, case in ipairs(cases) do
+    raises(case[1], case[2])
+    unchanged("case " .. i .. " (" .. case[1] .. ")")
+  end
+  -- the largest delay is accepted
+  local far = w:add(max, nothing)
+  eq(w:remaining(far), max, "max_delay")
+end)
+
+test("a closed wheel raises on every use but close", function()
+  local w = ticks()
+  local weak = h.weak()
+  local ran = false
+  local fn = function() ran = true end
+  weak[1] = fn
+  local id = w:add(1, fn)
+  fn = nil
+  w:close()
+  eq(h.alive(weak), 0, "closing released the closure")
+  for name, call in pairs {
+    add = function() w:add(1, nothing) end, cancel = function() w:cancel(id) end,
+    reschedule = function() w:reschedule(id, 1) end, remaining = function() w:remaining(id) end,
+    advance = function() w:advance(1) end, expire = function() w:expire() end,
+    next_expiry = function() w:next_expiry() end, timeout_ms = function() w:timeout_ms() end,
+    now = function() w:now() end, count = function() w:count() end,
+  } do
+    raises("the wheel is closed", call)
+    ok(name, name)
+  end
+  w:close()
+  ok(string.find(tostring(w), "closed", 1, true), tostring(w))
+  eq(ran, false, "close never runs a timer")
+end)
+
+test("a callback's error is raised after the batch, with a traceback", function()
+  local w = ticks()
+  local ran = {}
+  w:add(1, function() ran[#ran + 1] = "a" end)
+  w:add(1, function() error("boom") end)
+  w:add(1, function() ran[#ran + 1] = "c" end)
+  w:add(1, function() error("second") end)
+  w:add(2, function() ran[#ran + 1] = "later" end)
+  local err = raises("boom", w.advance, w, 1)
+  ok(string.find(err, "stack traceback", 1, true), "traceback in: " .. err)
+  ok(string.find(err, "test_twheel.lua", 1, true), "the callback's place in: " .. err)
+  ok(not string.find(err, "second", 1, true), "only the first error")
+  eq(table.concat(ran, ","), "a,c", "the other due timers ran")
+  eq(w:count(), 1, "the failed ones are gone")
+  eq(closures(w), 1, "and so are their closures")
+  eq(w:advance(1), 1, "the wheel goes on")
+  eq(ran[3], "later", "later timer")
+  -- error values that are not strings are handed on unchanged
+  local object = { code = 7 }
+  w:add(0, function() error(object) end)
+  local caught = raises(nil, w.advance, w, 0)
+  ok(rawequal(caught, object), "the same table")
+  w:add(0, function() error() end)
+  local status = pcall(w.advance, w, 0)
+  eq(status, false, "error(nil) still fails the advance")
+end)
+
+test("on_error gets (err, id) and the advance returns normally", function()
+  local log = {}
+  local w = ticks { on_error = function(err, id) log[#log + 1] = { err = err, id = id } end }
+  local ok1 = w:add(1, nothing)
+  local bad1 = w:add(1, function() error("first") end)
+  local bad2 = w:add(1, function() error({ 42 }) end)
+  eq(w:advance(1), 3, "callbacks run")
+  eq(#log, 2, "two errors")
+  eq(log[1].id, bad1, "id of the first")
+  ok(string.find(log[1].err, "first", 1, true) and string.find(log[1].err, "traceback", 1, true),
+     "message and traceback: " .. tostring(log[1].err))
+  eq(log[2].id, bad2, "id of the second")
+  eq(log[2].err[1], 42, "error object")
+  ok(ok1 ~= bad1, "ids differ")
+  -- a handler that raises: its error is raised after the batch
+  w = ticks { on_error = function() error("handler failed") end }
+  local ran = false
+  w:add(1, function() error("x") end)
+  w:add(1, function() ran = true end)
+  raises("handler failed", w.advance, w, 1)
+  ok(ran, "the batch went on")
+end)
+
+test("callbacks may add, cancel and reschedule, themselves too", function()
+  local w = ticks()
+  local log = {}
+  local b
+  -- cancel a timer due in the same tick
+  w:add(1, function(wheel) log[#log + 1] = "cancel b: " .. tostring(wheel:cancel(b)) end)
+  b = w:add(1, function() log[#log + 1] = "b ran" end)
+  -- a one-shot's own id died as it started
+  w:add(1, function(wheel, id)
+    log[#log + 1] = "own: " .. tostring(wheel:cancel(id)) .. " " .. tostring(wheel:reschedule(id, 5))
+      .. " " .. tostring(wheel:remaining(id))
+  end)
+  w:advance(1)
+  eq(table.concat(log, "; "), "cancel b: true; own: false false nil", "log")
+  -- a periodic timer reschedules, then cancels itself
+  local at = {}
+  w:add(1, function(wheel, id)
+    at[#at + 1] = wheel:now()
+    if #at == 1 then eq(wheel:remaining(id), 2, "periodic remaining in callback: its next firing") end
+    if #at == 1 then eq(wheel:reschedule(id, 5), true, "periodic reschedule in callback") end
+    if #at == 3 then eq(wheel:cancel(id), true, "periodic cancel in callback") end
+  end, 2)
+  w:advance(20)
+  eq(table.concat(at, ","), "2,7,9", "periodic")
+  eq(w:count(), 0, "cancelled itself")
+  eq(closures(w), 0, "closure released")
+end)
+
+test("advance from a callback of the same wheel raises there", function()
+  local w = ticks()
+  w:add(1, function(wheel) wheel:advance(1) end)
+  raises("already being driven", w.advance, w, 1)
+  w:add(1, function(wheel) wheel:expire() end)
+  raises("already being driven", w.advance, w, 1)
+end)
+
+test("close from a callback: the batch stops, everything is released", function()
+  local w = ticks()
+  local weak = h.weak()
+  local ran = {}
+  local fns = {
+    function(wheel) ran[#ran + 1] = 1; wheel:close() end,
+    function() ran[#ran + 1] = 2 end,
+    function() ran[#ran + 1] = 3 end,
+  }
+  w:add(1, fns[1])
+  w:add(1, fns[2])
+  w:add(5, fns[3], 1)
+  for i = 1, 3 do weak[i] = fns[i] end
+  fns = nil
+  eq(w:advance(10), 1, "only the closing callback ran")
+  eq(table.concat(ran, ","), "1", "ran")
+  raises("closed", w.count, w)
+  eq(h.alive(weak), 0, "every closure released")
+  -- a callback that goes on using the wheel after closing it
+  w = ticks()
+  w:add(1, function(wheel) wheel:close(); wheel:add(1, nothing) end)
+  raises("the wheel is closed", w.advance, w, 1)
+end)
+
+test("a closure is referenced exactly while its timer is pending", function()
+  local w = ticks()
+  local weak = h.weak()
+  local function make(i) return function() return i end end
+  local fired, cancelled, periodic, moved = make(1), make(2), make(3), make(4)
+  weak.fired, weak.cancelled, weak.periodic, weak.moved = fired, cancelled, periodic, moved
+  local c = w:add(5, cancelled)
+  local p = w:add(1, periodic, 1)
+  local m = w:add(3, moved)
+  w:add(2, fired)
+  fired, cancelled, periodic, moved = nil, nil, nil, nil
+  eq(h.alive(weak), 4, "all pending")
+  eq(closures(w), 4, "closure table")
+  w:advance(2)
+  h.collect()
+  eq(weak.fired, nil, "released after firing")
+  ok(weak.periodic and weak.moved and weak.cancelled, "the pending ones stay")
+  w:cancel(c)
+  h.collect()
+  eq(weak.cancelled, nil, "released on cancel")
+  w:reschedule(m, 10)
+  w:advance(5)
+  h.collect()
+  ok(weak.moved, "a moved timer keeps its closure")
+  w:cancel(p)
+  h.collect()
+  eq(weak.periodic, nil, "periodic released on cancel")
+  eq(closures(w), w:count(), "closure table matches count")
+  -- a failed add keeps nothing
+  local capped = ticks { cap = 1 }
+  capped:add(1, nothing)
+  local f = make(5)
+  weak.refused = f
+  local id, message = capped:add(1, f)
+  f = nil
+  eq(id, nil, "refused at the cap")
+  ok(string.find(message, "cap", 1, true), "message: " .. tostring(message))
+  eq(capped:count(), 1, "count at the cap")
+  h.collect()
+  eq(weak.refused, nil, "a refused closure is not kept")
+end)
+
+test("a wheel that becomes garbage releases its closures, cycles included", function()
+  local weak = h.weak()
+  do
+    local w = ticks()
+    weak.wheel = w
+    for i = 1, 10 do
+      local f = function() return w, i end -- captures its wheel
+      weak[i] = f
+      w:add(i, f, i % 2)
+    end
+  end
+  eq(h.alive(weak), 0, "wheel and closures collected")
+end)
+
+test("a wheel collected or closed while a callback runs is safe", function()
+  local a = ticks()
+  local weak = h.weak()
+  local b = ticks()
+  weak.b = b
+  for i = 1, 5 do
+    local f = function() return i end
+    weak[i] = f
+    b:add(i, f)
+  end
+  local order = {}
+  a:add(1, function()
+    b = nil
+    h.collect() -- b's __gc runs inside a's callback
+    order[#order + 1] = "collected"
+  end)
+  a:add(1, function() order[#order + 1] = "next" end)
+  eq(a:advance(1), 2, "a's batch")
+  eq(table.concat(order, ","), "collected,next", "order")
+  eq(h.alive(weak), 0, "b and its closures are gone")
+  -- a wheel closed and dropped by its own callback, then collected
+  do
+    local c = ticks()
+    c:add(1, function(wheel) wheel:close(); h.collect() end)
+    c:add(1, nothing)
+    eq(c:advance(1), 1, "closed in its callback")
+  end
+  h.collect()
+end)
+
+test("a callback may drive or use another wheel", function()
+  local outer, inner = ticks(), ticks()
+  local log = {}
+  local victim = inner:add(2, function() log[#log + 1] = "victim" end)
+  inner:add(1, function() log[#log + 1] = "inner" end)
+  outer:add(1, function()
+    log[#log + 1] = "outer"
+    eq(inner:advance(1), 1, "inner advance")
+    eq(inner:cancel(victim), true, "inner cancel")
+  end)
+  outer:advance(1)
+  inner:advance(5)
+  eq(table.concat(log, ","), "outer,inner", "log")
+end)
+
+test("coroutines: drive from one, cancel from one, a yield is an error", function()
+  local w = ticks()
+  local ran = 0
+  w:add(1, function() ran = ran + 1 end)
+  local co = coroutine.wrap(function() return w:advance(1) end)
+  eq(co(), 1, "advance inside a coroutine")
+  local b = w:add(2, function() ran = ran + 10 end)
+  w:add(1, function()
+    coroutine.wrap(function(wheel) wheel:cancel(b) end)(w)
+  end)
+  w:advance(2)
+  eq(ran, 1, "cancelled from a coroutine inside a callback")
+  w:add(1, function() coroutine.yield() end)
+  local driver = coroutine.create(function() return w:advance(1) end)
+  local resumed, err = coroutine.resume(driver)
+  eq(resumed, false, "a callback cannot yield")
+  ok(string.find(tostring(err), "yield", 1, true), "error: " .. tostring(err))
+end)
+
+test("every lock kind works", function()
+  for _, lock in ipairs { "none", "adaptive", "spin", "mutex" } do
+    local w = ticks { lock = lock }
+    local n = 0
+    for i = 1, 100 do w:add(i % 7, function() n = n + 1 end) end
+    eq(w:advance(10), 100, lock)
+    eq(n, 100, lock .. " ran")
+  end
+end)
+
+test("a clock-driven wheel: never early by the clock", function()
+  local w = twheel.new { tick_ms = 1, drive = "clock" }
+  local fired = false
+  w:add(50, function() fired = true end)
+  local timeout = w:timeout_ms()
+  ok(timeout > 0 and timeout <= 51, "timeout_ms " .. timeout)
+  eq(w:expire(), 0, "not due yet")
+  local started = os.time()
+  while not fired and os.time() - started < 10 do
+    w:expire()
+  end
+  ok(fired, "fired within 10 s")
+  eq(w:timeout_ms(), -1, "idle")
+end)
+
+test("the cap: add answers nil and a message, nothing changes", function()
+  local w = ticks { cap = 2 }
+  w:add(1, nothing)
+  local id = w:add(2, nothing)
+  local none, message = w:add(3, nothing)
+  eq(none, nil, "refused")
+  ok(string.find(message, "too many pending timers", 1, true), message)
+  eq(w:count(), 2, "count")
+  eq(closures(w), 2, "closures")
+  w:cancel(id)
+  ok(w:add(3, nothing), "room again")
+end)
+
+test("ids: unique, and a stale id never acts on a newer timer", function()
+  local w = ticks()
+  local seen, stale = {}, {}
+  for _ = 1, 1000 do
+    local id = w:add(10, nothing)
+    ok(not seen[id], "id handed out twice: " .. tostring(id))
+    seen[id] = true
+    stale[#stale + 1] = id
+    eq(w:cancel(id), true, "cancel")
+  end
+  local live = w:add(10, nothing)
+  for _, id in ipairs(stale) do
+    eq(w:cancel(id), false, "stale cancel")
+    eq(w:reschedule(id, 1), false, "stale reschedule")
+    eq(w:remaining(id), nil, "stale remaining")
+  end
+  eq(w:remaining(live), 10, "the live timer is untouched")
+  eq(w:count(), 1, "count")
+  local largest = 0
+  for k in pairs(closure_table(w)) do
+    if type(k) == "number" and k > largest then largest = k end
+  end
+  ok(largest <= 2, "slots are reused: the largest is " .. largest)
+  if not aliases then
+    eq(closure_table(w)[0], nil, "no alias table below 2^22 nodes")
+  end
+end)
+
+if aliases then
+  test("alias ids (a module with 2 direct index bits)", function()
+    local w = ticks()
+    local ids, got = {}, {}
+    for i = 1, 20 do
+      ids[i] = w:add(i % 3, function(_, id) got[i] = id end, i % 2 == 0 and 4 or nil)
+    end
+    local negative = 0
+    for i = 1, 20 do
+      if ids[i] < 0 then negative = negative + 1 end
+      eq(w:remaining(ids[i]), i % 3, "remaining " .. i)
+    end
+    eq(negative, 16, "nodes 4..19 have aliases")
+    ok(w:reschedule(ids[20], 1), "reschedule an alias")
+    ok(w:cancel(ids[19]), "cancel an alias")
+    eq(w:cancel(ids[19]), false, "twice")
+    w:advance(2)
+    for i = 1, 20 do
+      if i ~= 19 then eq(got[i], ids[i], "callback id " .. i) end
+    end
+    -- periodic ones (even i) are pending: cancel them all
+    for i = 2, 20, 2 do ok(w:cancel(ids[i]), "cancel periodic " .. i) end
+    eq(w:count(), 0, "empty")
+    eq(next(closure_table(w)[0]), nil, "alias table emptied")
+    -- nodes reused: new aliases, the old ones stay dead
+    local fresh = {}
+    for i = 1, 20 do fresh[i] = w:add(5, nothing) end
+    for i = 1, 20 do
+      eq(w:cancel(ids[i]), false, "old id " .. i)
+      eq(w:remaining(fresh[i]), 5, "fresh id " .. i)
+    end
+  end)
+end
+
+test("heartbeats: silent sessions time out on their tick, busy ones never", function()
+  local w = ticks { tick_ms = 10 }
+  local random = h.random(7)
+  local timeout = 300
+  local sessions = {}
+  local kicked = {}
+  for s = 1, 2000 do
+    local session = { last = 0, silent_after = random(0, 40) }
+    session.id = w:add(timeout, function(wheel)
+      kicked[#kicked + 1] = s
+      eq(wheel:now(), session.last + timeout, "kicked on its tick")
+    end)
+    sessions[s] = session
+  end
+  for step = 1, 40 do
+    w:advance(random(1, 20))
+    for s = 1, 2000 do
+      local session = sessions[s]
+      if step < session.silent_after then -- a packet: push the timeout out
+        eq(w:reschedule(session.id, timeout), true, "reschedule")
+        session.last = w:now()
+      end
+    end
+  end
+  w:advance(timeout + 1)
+  local expected = 0
+  for s = 1, 2000 do
+    if sessions[s].silent_after < 40 then expected = expected + 1 end
+  end
+  eq(#kicked, 2000, "every session timed out in the end")
+  ok(expected > 0, "some went silent early")
+  eq(w:count(), 0, "empty")
+  eq(closures(w), 0, "closures")
+end)
+
+if _VERSION == "Lua 5.4" then
+  test("to-be-closed variable closes the wheel", function()
+    local chunk = assert(load([[
+      local twheel, weak = ...
+      local outer
+      do
+        local w <close> = twheel.new()
+        outer = w
+        local f = function() end
+        weak[1] = f
+        w:add(5, f)
+      end
+      return outer
+    ]]))
+    local weak = h.weak()
+    local w = chunk(twheel, weak)
+    raises("closed", w.count, w)
+    eq(h.alive(weak), 0, "closure released")
+  end)
+end
+
+h.done()
