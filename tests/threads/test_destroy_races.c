@@ -46,6 +46,28 @@ static void stop_entered(struct tw_wheel *w);
 
 #include "thr.h"
 
+/* Every test's wheel counts its on_destroy calls in `*destroyed` (the
+ * wheel's context); `realloc_fn` may be NULL for the libc allocator. */
+static void count_destroyed(void *context)
+{
+    atomic_fetch_add((atomic_int *)context, 1);
+}
+
+static tw_wheel *counted_wheel(void **state, atomic_int *destroyed,
+                               tw_realloc_fn *realloc_fn)
+{
+    struct tw_config c;
+    tw_wheel *w;
+    tw_config_init(&c);
+    c.lock = thr_lock_of(state);
+    c.on_destroy = count_destroyed;
+    c.context = destroyed;
+    c.realloc_fn = realloc_fn;
+    w = tw_create(&c);
+    assert_non_null(w);
+    return w;
+}
+
 /* ---- (a) a cancel waiting for the callback that destroys the wheel ------- */
 
 static struct {
@@ -134,24 +156,12 @@ static void *canceller_main(void *argument)
     return NULL;
 }
 
-static void count_destroyed(void *context)
-{
-    (void)context;
-    atomic_fetch_add(&waiter.destroyed, 1);
-}
-
 static void test_cancel_waiting_when_callback_destroys(void **state)
 {
-    struct tw_config c;
     pthread_t canceller;
     int64_t ran;
     memset(&waiter, 0, sizeof waiter);
-    tw_config_init(&c);
-    c.lock = thr_lock_of(state);
-    c.on_destroy = count_destroyed;
-    c.realloc_fn = keeping_realloc;
-    waiter.w = tw_create(&c);
-    assert_non_null(waiter.w);
+    waiter.w = counted_wheel(state, &waiter.destroyed, keeping_realloc);
     waiter.id = tw_add(waiter.w, 0, destroy_after_waiter_cb, NULL);
     assert_int_not_equal(waiter.id, 0);
     assert_int_equal(pthread_create(&canceller, NULL, canceller_main, NULL), 0);
@@ -246,21 +256,10 @@ static void second_destroy_cb(tw_wheel *w, tw_id id, void *data)
     atomic_store(&gap.answered, 100 + tw_destroy(w));
 }
 
-static void count_gap_destroyed(void *context)
-{
-    (void)context;
-    atomic_fetch_add(&gap.destroyed, 1);
-}
-
 static void test_second_destroy_while_the_first_stops_the_thread(void **state)
 {
-    struct tw_config c;
     memset(&gap, 0, sizeof gap);
-    tw_config_init(&c);
-    c.lock = thr_lock_of(state);
-    c.on_destroy = count_gap_destroyed;
-    gap.w = tw_create(&c);
-    assert_non_null(gap.w);
+    gap.w = counted_wheel(state, &gap.destroyed, NULL);
     assert_int_not_equal(tw_add(gap.w, 0, second_destroy_cb, NULL), 0);
     assert_int_not_equal(tw_add(gap.w, 100000, second_destroy_cb, NULL), 0);
     atomic_store(&gap.armed, 1);
@@ -312,24 +311,13 @@ static void batch_release(void *data)
         atomic_fetch_add(&batch.released_first, 1);
 }
 
-static void count_batch_destroyed(void *context)
-{
-    (void)context;
-    atomic_fetch_add(&batch.destroyed, 1);
-}
-
 static void test_destroy_stops_the_timer_threads_batch(void **state)
 {
-    struct tw_config c;
     tw_wheel *w;
     int i;
     memset(&batch, 0, sizeof batch);
     batch.destroyer = pthread_self();
-    tw_config_init(&c);
-    c.lock = thr_lock_of(state);
-    c.on_destroy = count_batch_destroyed;
-    w = tw_create(&c);
-    assert_non_null(w);
+    w = counted_wheel(state, &batch.destroyed, NULL);
     /* all due at one tick; the first to run is periodic (same-tick order is
      * the order of adding), so a re-arm after the destroy would show */
     assert_int_not_equal(tw_add_ex(w, 0, 5, batch_cb, batch_release, &batch), 0);
@@ -416,26 +404,14 @@ static void shutdown_release(void *data)
     atomic_fetch_add(&shutdown.released, 1);
 }
 
-static void count_shutdown_destroyed(void *context)
-{
-    (void)context;
-    atomic_fetch_add(&shutdown.destroyed, 1);
-}
-
 static void stop_racing_shutdown(void **state, int stoppers)
 {
-    struct tw_config c;
     pthread_t threads[2];
     int i;
     memset(&shutdown, 0, sizeof shutdown);
     atomic_store(&stop_teardown_waited, 0);
     shutdown.stoppers = stoppers;
-    tw_config_init(&c);
-    c.lock = thr_lock_of(state);
-    c.on_destroy = count_shutdown_destroyed;
-    c.realloc_fn = keeping_realloc;
-    shutdown.w = tw_create(&c);
-    assert_non_null(shutdown.w);
+    shutdown.w = counted_wheel(state, &shutdown.destroyed, keeping_realloc);
     assert_int_not_equal(tw_add_ex(shutdown.w, 0, 0, shutdown_cb, shutdown_release, NULL), 0);
     for (i = 0; i < 3; i++)
         assert_int_not_equal(tw_add_ex(shutdown.w, 100000, 7, shutdown_cb,
@@ -484,21 +460,10 @@ static void window_cb(tw_wheel *w, tw_id id, void *data)
     THR_WAIT_UNTIL(atomic_load(&window.probed));
 }
 
-static void count_window_destroyed(void *context)
-{
-    (void)context;
-    atomic_fetch_add(&window.destroyed, 1);
-}
-
 static void test_calls_in_a_deferred_destroys_window(void **state)
 {
-    struct tw_config c;
     memset(&window, 0, sizeof window);
-    tw_config_init(&c);
-    c.lock = thr_lock_of(state);
-    c.on_destroy = count_window_destroyed;
-    window.w = tw_create(&c);
-    assert_non_null(window.w);
+    window.w = counted_wheel(state, &window.destroyed, NULL);
     assert_int_not_equal(tw_add(window.w, 0, window_cb, NULL), 0);
     assert_int_equal(tw_thread_start(window.w, 200), 0);
     THR_WAIT_UNTIL(atomic_load(&window.destroy) != 0);
