@@ -2247,8 +2247,9 @@ static void teardown(tw_wheel *w)
 
 /* tw_thread_start and tw_thread_stop count themselves in while they may
  * touch `control`, so that a teardown racing them waits until they are
- * out. enter_thread_call answers the thread's state as it found it, or
- * -EDEADLK (not counted in) on the timer thread itself. */
+ * out; every enter_thread_call is paired with a leave_thread_call. It
+ * answers the thread's state as it found it, or -EDEADLK on the timer
+ * thread itself. */
 static int enter_thread_call(tw_wheel *w)
 {
     int state;
@@ -2256,8 +2257,7 @@ static int enter_thread_call(tw_wheel *w)
     state = w->thread_state;
     if (state != THREAD_IDLE && pthread_equal(w->thread, pthread_self()))
         state = -EDEADLK;
-    else
-        w->thread_calls++;
+    w->thread_calls++;
     pthread_mutex_unlock(&w->sleep_mutex);
     return state;
 }
@@ -2278,8 +2278,10 @@ static void leave_thread_call(tw_wheel *w)
 static int stop_thread(tw_wheel *w)
 {
     int state = enter_thread_call(w);
-    if (state == -EDEADLK)
+    if (state == -EDEADLK) {
+        leave_thread_call(w);
         return state;
+    }
     TW_TEST_STOP_ENTERED(w);
     pthread_mutex_lock(&w->control);
     pthread_mutex_lock(&w->sleep_mutex);
@@ -2540,10 +2542,7 @@ TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
         return -EBUSY;
     /* Looked at before taking `control`: a stopper holds it while joining,
      * and this caller may be the very thread it joins. */
-    error = enter_thread_call(w);
-    if (error == -EDEADLK)
-        return -EBUSY;
-    if (error != THREAD_IDLE) {
+    if (enter_thread_call(w) != THREAD_IDLE) { /* -EDEADLK included */
         leave_thread_call(w);
         return -EBUSY;
     }
