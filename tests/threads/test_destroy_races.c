@@ -187,20 +187,11 @@ static struct {
     atomic_int stopped;  /* tw_thread_stop's result, + 100 once returned */
 } stopping;
 
-static int thread_state_now(tw_wheel *w)
-{
-    int state;
-    pthread_mutex_lock(&w->sleep_mutex);
-    state = w->thread_state;
-    pthread_mutex_unlock(&w->sleep_mutex);
-    return state;
-}
-
 static void destroy_while_stopped_cb(tw_wheel *w, tw_id id, void *data)
 {
     (void)id, (void)data;
     atomic_store(&stopping.inside, 1);
-    THR_WAIT_UNTIL(thread_state_now(w) == THREAD_STOPPING);
+    THR_WAIT_UNTIL(timer_thread_state(w) == THREAD_STOPPING);
     atomic_store(&stopping.result, 100 + tw_destroy(w));
 }
 
@@ -380,7 +371,7 @@ static void shutdown_cb(tw_wheel *w, tw_id id, void *data)
 {
     (void)id, (void)data;
     atomic_store(&shutdown.destroy, 100 + tw_destroy(w));
-    THR_WAIT_UNTIL(thread_state_now(w) == THREAD_STOPPING &&
+    THR_WAIT_UNTIL(timer_thread_state(w) == THREAD_STOPPING &&
                    thread_calls_now(w) == (unsigned)shutdown.stoppers);
 }
 
@@ -390,7 +381,7 @@ static void *shutdown_stopper_main(void *argument)
     int result;
     THR_WAIT_UNTIL(atomic_load(&shutdown.destroy) != 0);
     if (which == 1) { /* once the first is joining the timer thread */
-        THR_WAIT_UNTIL(thread_state_now(shutdown.w) == THREAD_STOPPING);
+        THR_WAIT_UNTIL(timer_thread_state(shutdown.w) == THREAD_STOPPING);
         hold_this_stop = 1;
     }
     result = tw_thread_stop(shutdown.w);
