@@ -158,10 +158,10 @@ enum node_state {
                         or its release hook is running; freed right after */
 };
 
-/* 32 bytes on LP64, in chunks aligned so that a node never straddles two
- * cache lines: a cancel or reschedule touches one line of its own. With
- * its 4-byte interval (beside the chunk's nodes, read only for periodic
- * timers) and its 4-byte queue entry, the whole per-timer cost. */
+/* Everything a cancel, reschedule or move reads or writes: 32 bytes, in
+ * chunks aligned so that a node never straddles two cache lines, so each
+ * of those touches one line of its own. What the timer calls lives apart
+ * (struct call), touched only by add and dispatch. */
 struct node {
     uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain;
                              on the free list, the next free node instead */
@@ -171,17 +171,25 @@ struct node {
     uint16_t list;        /* which list holds it (see DUE_FLAG), or LIST_NONE */
     uint8_t state;        /* enum node_state */
     uint8_t release;      /* index into tw_wheel.releases, 0 for none */
+    uint32_t interval;    /* ticks between firings, for a PERIODIC timer */
+    uint32_t unused;      /* 32 bytes on every ABI, 8-byte aligned stamp */
+    uint64_t stamp;       /* order of its last add, reschedule or re-arm:
+                             timers due at one tick run by it (see "order") */
+};
+
+/* What a timer calls, beside its node: a dispatch reads both lines. */
+struct call {
     tw_callback *callback;
     void *user_data;
 };
 
-/* a node is half a cache line where pointers are 8 bytes */
-typedef char node_fills_half_a_line[sizeof(void *) != 8 || sizeof(struct node) == 32 ? 1 : -1];
+/* a node is half a cache line */
+typedef char node_fills_half_a_line[sizeof(struct node) == 32 ? 1 : -1];
 
 /* Nodes and queue blocks come from the allocator in chunks that never
  * move, each aligned to a cache line: a node chunk holds CHUNK_NODES nodes
- * and then their intervals (see interval_at), a block chunk BLOCK_CHUNK
- * blocks. A table of chunks grows by doubling. */
+ * and then their calls (see call_at), a block chunk BLOCK_CHUNK blocks. A
+ * table of chunks grows by doubling. */
 struct chunk {
     void *start;  /* aligned to 64 inside `memory` */
     void *memory; /* as the allocator gave it */
@@ -774,27 +782,18 @@ static int is_periodic(const struct node *n)
     return (n->generation & PERIODIC) != 0;
 }
 
-/* A node's interval, in the array that follows its chunk's nodes; only
- * meaningful for a node marked PERIODIC. */
-static uint32_t *interval_at(const tw_wheel *w, uint32_t index)
+/* A node's call, in the array that follows its chunk's nodes. */
+static struct call *call_at(const tw_wheel *w, uint32_t index)
 {
     struct node *nodes = w->node_chunks.chunks[index >> CHUNK_BITS].start;
-    uint32_t *intervals = (uint32_t *)(void *)(nodes + CHUNK_NODES);
-    return &intervals[index & (CHUNK_NODES - 1)];
+    struct call *calls = (struct call *)(void *)(nodes + CHUNK_NODES);
+    return &calls[index & (CHUNK_NODES - 1)];
 }
 
-static uint32_t interval_of(const tw_wheel *w, uint32_t index)
+/* The interval is read only for a node marked PERIODIC. */
+static void set_interval(struct node *n, uint32_t interval)
 {
-    return *interval_at(w, index);
-}
-
-/* One-shots leave the interval array alone: it is read only for timers
- * marked PERIODIC, so an add writes one line, its node's. */
-static void set_interval(const tw_wheel *w, uint32_t index, struct node *n,
-                         uint32_t interval)
-{
-    if (interval)
-        *interval_at(w, index) = interval;
+    n->interval = interval;
     n->generation = generation_of(n) | (interval ? PERIODIC : 0);
 }
 
@@ -862,7 +861,7 @@ static HOT_INLINE uint32_t node_alloc(tw_wheel *w)
     }
     if (w->used == w->node_chunks.count * CHUNK_NODES &&
         !add_chunk(w, &w->node_chunks, 8, MAX_CHUNKS,
-                   CHUNK_NODES * (sizeof(struct node) + sizeof(uint32_t))))
+                   CHUNK_NODES * (sizeof(struct node) + sizeof(struct call))))
         return NIL;
     index = w->used++;
     node_at(w, index)->generation = 1;
@@ -873,8 +872,6 @@ static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
 {
     n->state = NODE_FREE;
     n->list = LIST_NONE;
-    n->callback = NULL;
-    n->user_data = NULL;
     n->generation = (n->generation + 1) & GENERATION_MASK; /* and one-shot */
     if (n->generation == 0)
         return; /* retired: 2^31 - 1 timers have used this node */
@@ -1011,37 +1008,43 @@ static uint32_t next_position(const tw_wheel *w, uint32_t position)
 /* Walks over a queue (staging, dispatch, compaction) would wait for one
  * cache miss per node; instead, on entering a block they ask for the nodes
  * of the next block and for the block after that, so that many misses are
- * in flight while nodes are handled. Inlined by force: GCC deems a void
- * function that only prefetches pure and deletes its calls. */
+ * in flight while nodes are handled. A dispatch (`calls`) asks for the
+ * nodes' calls too; the other walks never read them. Inlined by force: GCC
+ * deems a void function that only prefetches pure and deletes its calls. */
 #if defined(__GNUC__)
 static HOT_INLINE void
-prefetch_block(const tw_wheel *w, uint32_t block, unsigned from)
+prefetch_block(const tw_wheel *w, uint32_t block, unsigned from, int calls)
 {
     const struct block *b = block_at(w, block);
     unsigned i;
     for (i = from; i < BLOCK_ENTRIES; i++)
-        if (b->index[i] < w->used)
+        if (b->index[i] < w->used) {
             __builtin_prefetch(node_at(w, b->index[i]), 1);
+            if (calls)
+                __builtin_prefetch(call_at(w, b->index[i]), 0);
+        }
     if (b->next != NIL)
         __builtin_prefetch(block_at(w, b->next));
 }
 
 /* At `position`, the start of a walk or of a block. */
 static HOT_INLINE void
-prefetch_ahead(const tw_wheel *w, uint32_t position, int walk_start)
+prefetch_ahead(const tw_wheel *w, uint32_t position, int walk_start, int calls)
 {
     uint32_t next = block_of(w, position)->next;
     if (walk_start)
-        prefetch_block(w, position >> POSITION_BITS, position & OFFSET_MASK);
+        prefetch_block(w, position >> POSITION_BITS, position & OFFSET_MASK, calls);
     if (next != NIL)
-        prefetch_block(w, next, 0);
+        prefetch_block(w, next, 0, calls);
 }
 #else
-static void prefetch_ahead(const tw_wheel *w, uint32_t position, int walk_start)
+static void prefetch_ahead(const tw_wheel *w, uint32_t position, int walk_start,
+                           int calls)
 {
     (void)w;
     (void)position;
     (void)walk_start;
+    (void)calls;
 }
 #endif
 
@@ -1173,18 +1176,19 @@ static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
     }
 }
 
-/* The start of a walk by take_head, which prefetches on entering a block. */
-static void prefetch_queue(const tw_wheel *w, unsigned list)
+/* The start of a walk from a queue's head, which prefetches on entering a
+ * block (`calls`: a dispatch). */
+static void prefetch_queue(const tw_wheel *w, unsigned list, int calls)
 {
     if (w->queues[list].entries)
-        prefetch_ahead(w, w->queues[list].head, 1);
+        prefetch_ahead(w, w->queues[list].head, 1, calls);
 }
 
 /* Moves a queue's head to offset `end` of its head block `block` (whose
  * link is `next`), the entries before it taken and counted off: the block
  * goes back to the pool once passed, and the next one is prefetched. */
 static HOT_INLINE void pass_head(tw_wheel *w, struct queue *q, uint32_t block,
-                                 uint32_t next, unsigned end)
+                                 uint32_t next, unsigned end, int calls)
 {
     if (q->entries == 0) {
         block_give(w, block);
@@ -1192,14 +1196,14 @@ static HOT_INLINE void pass_head(tw_wheel *w, struct queue *q, uint32_t block,
     } else if (end == BLOCK_ENTRIES) {
         block_give(w, block);
         q->head = next << POSITION_BITS;
-        prefetch_ahead(w, q->head, 0);
+        prefetch_ahead(w, q->head, 0, calls);
     } else {
         q->head = (block << POSITION_BITS) | end;
     }
 }
 
-/* Takes the entry at the head of a queue that has one, live or stale, and
- * gives its block back once passed: returns the entry's position (compared
+/* Takes the entry at the head of a queue that has one, live or stale, for
+ * a dispatch, and gives its block back once passed: returns the entry's position (compared
  * with its node's to tell whether it was live) and its node in *index_out. */
 static HOT_INLINE uint32_t take_head(tw_wheel *w, struct queue *q, uint32_t *index_out)
 {
@@ -1208,7 +1212,7 @@ static HOT_INLINE uint32_t take_head(tw_wheel *w, struct queue *q, uint32_t *ind
     *index_out = b->index[position & OFFSET_MASK];
     q->entries--;
     w->entries--;
-    pass_head(w, q, position >> POSITION_BITS, b->next, (position & OFFSET_MASK) + 1);
+    pass_head(w, q, position >> POSITION_BITS, b->next, (position & OFFSET_MASK) + 1, 1);
     return position;
 }
 
@@ -1389,7 +1393,7 @@ static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t b
     uint64_t moved = 0;
     compact_abandon(q);
     if (budget >= BLOCK_ENTRIES) /* a short batch would spend more on it */
-        prefetch_queue(w, list);
+        prefetch_queue(w, list, 0);
     while (budget > 0 && q->entries) {
         uint32_t block = q->head >> POSITION_BITS, next;
         struct block *b = block_at(w, block);
@@ -1408,7 +1412,7 @@ static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t b
         else
             moved += move_run(w, list, b, block, offset, end, level_list(level - 1),
                               level_shift(level - 1), LEVEL_RING_MASK);
-        pass_head(w, q, block, next, end);
+        pass_head(w, q, block, next, end, 0);
     }
     if (q->count == 0)
         queue_drop(w, list); /* what is left is stale */
@@ -1537,7 +1541,7 @@ static void compact_step(tw_wheel *w, struct queue *q)
         struct node *n;
         if ((read & OFFSET_MASK) == BLOCK_ENTRIES) {
             read = next_position(w, read);
-            prefetch_ahead(w, read, 0);
+            prefetch_ahead(w, read, 0, 0);
             from = NULL;
         }
         if (!from)
@@ -1568,7 +1572,7 @@ static void compact_start(tw_wheel *w, struct queue *q)
 {
     q->compact_read = q->compact_write = q->head;
     q->compact_holes = 0;
-    prefetch_ahead(w, q->head, 1);
+    prefetch_ahead(w, q->head, 1, 0);
 }
 
 static int staging_now(const tw_wheel *w, unsigned list)
@@ -1944,9 +1948,9 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     if ((uint32_t)release_slot > w->release_count)
         w->releases[++w->release_count] = release;
     n = node_at(w, index);
-    n->callback = callback;
-    n->user_data = user_data;
-    set_interval(w, index, n, (uint32_t)interval);
+    call_at(w, index)->callback = callback;
+    call_at(w, index)->user_data = user_data;
+    set_interval(n, (uint32_t)interval);
     n->release = (uint8_t)release_slot;
     schedule_call(w, index, n, due, delay);
     w->live++;
@@ -2016,7 +2020,7 @@ static uint64_t ticks_until(const tw_wheel *w, uint64_t tick)
  * next: it re-arms when the callback returns. */
 static uint64_t rearm_tick(const tw_wheel *w)
 {
-    return w->running_due + interval_of(w, w->running);
+    return w->running_due + node_at(w, w->running)->interval;
 }
 
 /* Ticks to the earliest pending timer; lock held. Due queues and the near
@@ -2089,7 +2093,7 @@ static int finish_node(tw_wheel *w, uint32_t index)
 {
     struct node *n = node_at(w, index);
     tw_release *release = w->releases[n->release];
-    void *user_data = n->user_data;
+    void *user_data = call_at(w, index)->user_data;
     struct hook_frame frame, **link;
     int driver;
     /* Dead from here on: while the hook runs unlocked, its id must not be
@@ -2345,15 +2349,15 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
     int64_t ran = 0;
     uint32_t index;
     uint64_t due;
-    prefetch_queue(w, list);
+    prefetch_queue(w, list, 1);
     /* Once tw_destroy has begun (from another thread, while the timer
      * thread drives), no further callback starts: the teardown releases
      * what is left. */
     while (!w->destroying && (index = pop_live(w, list, &due)) != NIL) {
         struct node *n = node_at(w, index);
         uint32_t generation = generation_of(n);
-        tw_callback *callback = n->callback;
-        void *user_data = n->user_data;
+        tw_callback *callback = call_at(w, index)->callback;
+        void *user_data = call_at(w, index)->user_data;
         if (is_periodic(n))
             n->state = NODE_REARMING;
         else
@@ -2371,7 +2375,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
              * up (due again already) happens only on a due queue (a near
              * slot's timers are due now, and the interval is at least 1):
              * back onto it, behind the timers now on it, in order. */
-            uint64_t next = due + interval_of(w, index);
+            uint64_t next = due + n->interval;
             if (next <= w->now)
                 link_due(w, list, index, next);
             else
@@ -2863,7 +2867,7 @@ static int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
      * again below, so run_batch leaves it alone; its id dies when it next
      * starts, as any one-shot's. */
     if (interval != KEEP_INTERVAL)
-        set_interval(w, index, n, (uint32_t)interval);
+        set_interval(n, (uint32_t)interval);
     schedule_call(w, index, n, due, delay);
     w->rescheduled++;
     unlock(w);

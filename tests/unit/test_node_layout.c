@@ -1,10 +1,10 @@
 /*
  * The node's layout (timer.c, "geometry and types" and "pool"): a node is 32
  * bytes and never straddles two cache lines, so a cancel or reschedule
- * touches one line of its own; the interval lives beside the chunk's nodes
- * and is read only for timers marked PERIODIC in the generation's top bit;
- * the generation keeps the other 31 bits and a node whose generation would
- * wrap is retired.
+ * touches one line of its own; its call (callback and user data) lives
+ * beside the chunk's nodes; the interval is read only for timers marked
+ * PERIODIC in the generation's top bit; the generation keeps the other 31
+ * bits and a node whose generation would wrap is retired.
  *
  * This program compiles timer.c in to look at nodes and to put a node's
  * generation at its last value without 2^31 adds; what it checks beyond
@@ -34,12 +34,11 @@ static void test_nodes_never_straddle_a_line(void **state)
         address = (uintptr_t)node_at(w, index_of(id));
         assert_true((address & 63) + sizeof(struct node) <= 64);
     }
-    if (sizeof(void *) == 8)
-        assert_int_equal(sizeof(struct node), 32);
+    assert_int_equal(sizeof(struct node), 32);
     drop(w);
 }
 
-static void test_interval_beside_the_node(void **state)
+static void test_interval_and_call(void **state)
 {
     tw_wheel *w = new_wheel(0);
     tw_id periodic, once, reused;
@@ -48,8 +47,11 @@ static void test_interval_beside_the_node(void **state)
     periodic = tw_add_periodic(w, 5, 7, rec_cb, TAG(1));
     once = tw_add(w, 5, rec_cb, TAG(2));
     assert_true(is_periodic(node_at(w, index_of(periodic))));
-    assert_int_equal(interval_of(w, index_of(periodic)), 7);
+    assert_int_equal(node_at(w, index_of(periodic))->interval, 7);
     assert_false(is_periodic(node_at(w, index_of(once))));
+    /* the call sits apart from the node, in the chunk's array of calls */
+    assert_ptr_equal(call_at(w, index_of(once))->user_data, TAG(2));
+    assert_ptr_equal(call_at(w, index_of(once))->callback, rec_cb);
     /* the flag shares the word with the generation: ids are unchanged */
     assert_int_equal(generation_of(node_at(w, index_of(periodic))), periodic >> 32);
     assert_int_equal(tw_advance(w, 5 + 7 + 7), 4); /* 5, 12, 19 and the one-shot */
@@ -57,7 +59,7 @@ static void test_interval_beside_the_node(void **state)
 
     /* a new interval, then none: a one-shot from then on */
     assert_int_equal(tw_reschedule_ex(w, periodic, 3, 11), 1);
-    assert_int_equal(interval_of(w, index_of(periodic)), 11);
+    assert_int_equal(node_at(w, index_of(periodic))->interval, 11);
     assert_int_equal(tw_reschedule_ex(w, periodic, 3, 0), 1);
     assert_false(is_periodic(node_at(w, index_of(periodic))));
     assert_int_equal(tw_advance(w, 3 + 11 + 11), 1);
@@ -129,7 +131,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_nodes_never_straddle_a_line, setup_test,
                                         teardown_test),
-        cmocka_unit_test_setup_teardown(test_interval_beside_the_node, setup_test,
+        cmocka_unit_test_setup_teardown(test_interval_and_call, setup_test,
                                         teardown_test),
         cmocka_unit_test_setup_teardown(test_generation_wraps_into_retirement,
                                         setup_test, teardown_test),
