@@ -172,7 +172,9 @@ struct node {
     uint8_t state;        /* enum node_state */
     uint8_t release;      /* index into tw_wheel.releases, 0 for none */
     uint32_t interval;    /* ticks between firings, for a PERIODIC timer */
-    uint32_t unused;      /* 32 bytes on every ABI, 8-byte aligned stamp */
+    uint32_t moved_later; /* rescheduled past the span of the level slot it
+                             waits in, which staging files it out of by its
+                             tick (see moves_in_place) */
     uint64_t stamp;       /* order of its last add, reschedule or re-arm:
                              timers due at one tick run by it (see "order") */
 };
@@ -202,6 +204,12 @@ struct chunk_table {
 
 #define PERIODIC 0x80000000u
 #define GENERATION_MASK 0x7fffffffu
+
+/* A live entry of a near slot being sorted: its node and the node's stamp. */
+struct stamped {
+    uint64_t stamp;
+    uint32_t index;
+};
 
 struct block {
     uint32_t next; /* next block of its queue or of the free list, or NIL */
@@ -313,6 +321,15 @@ struct tw_wheel {
     uint32_t least[LEVEL_SLOT_COUNT];
     uint64_t least_stale[LEVEL_SLOT_COUNT / 64];
     uint64_t staged_tick; /* `now` when the staging last ran */
+
+    /* order (see "order"): the last stamp handed out; per near slot, the
+     * highest stamp appended since it was last empty, and a bit set when a
+     * lower one came after it; the buffer a dispatch sorts such a slot in */
+    uint64_t stamp;
+    uint64_t near_stamp[NEAR_SLOTS];
+    uint64_t unsorted[NEAR_SLOTS / 64];
+    struct stamped *sort_buffer;
+    uint32_t sort_capacity;
 
     /* pool */
     struct chunk_table node_chunks;
@@ -883,8 +900,10 @@ static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
 /* ==== slots and bitmaps =================================================
  * Each slot is a queue of node indices in 64-byte blocks. Placing a node
  * appends its index and remembers the entry's position in the node; taking
- * it out (cancel, reschedule) only changes the node, leaving a stale entry
- * behind. So a cancel touches one cache line, an add touches its node and a
+ * it out (cancel, a reschedule that moves it now) only changes the node,
+ * leaving a stale entry behind, and a reschedule to later of a timer in a
+ * level slot leaves even the entry live (see staging). So a cancel or
+ * reschedule touches one cache line of its own, an add touches its node and a
  * queue tail that is warm, and walking a slot (staging, dispatch) reads
  * indices in line-sized runs, fetching their nodes in parallel instead of
  * chasing one pointer per node. An entry is live exactly when its node is
@@ -897,8 +916,9 @@ static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
  * once each.
  *
  * Blocks never fail to come when a node moves (staging, periodic re-arm):
- * the operations that add an entry (add, reschedule) first grow the block
- * pool so that every queue can take its share. A slot's occupancy bit is set
+ * the operations that add an entry (an add, a reschedule that moves its
+ * timer now) first grow the block pool so that every queue can take its
+ * share. A slot's occupancy bit is set
  * exactly when it holds a live entry. */
 
 static struct block *block_at(const tw_wheel *w, uint32_t block)
@@ -1129,6 +1149,10 @@ static void queue_drop(tw_wheel *w, unsigned list)
         if (!w->occupied[list >> 6])
             w->occupied_words &= ~(1u << (list >> 6));
     }
+    if (list < NEAR_SLOTS) {
+        w->near_stamp[list] = 0;
+        w->unsorted[list >> 6] &= ~(UINT64_C(1) << (list & 63));
+    }
 }
 
 /* Ends a compaction under way on a queue being consumed from its head
@@ -1161,6 +1185,17 @@ static HOT_INLINE void forget_least(tw_wheel *w, unsigned slot, uint32_t expire)
         w->least_stale[slot >> 6] |= UINT64_C(1) << (slot & 63);
 }
 
+/* A near slot's entries are dispatched in stamp order. Appends keep it
+ * unless a node moved lazily (see staging) arrives behind a newer one: the
+ * slot is then marked, and sorted before it is dispatched. */
+static HOT_INLINE void note_order(tw_wheel *w, unsigned list, uint64_t stamp)
+{
+    if (stamp > w->near_stamp[list])
+        w->near_stamp[list] = stamp;
+    else
+        w->unsorted[list >> 6] |= UINT64_C(1) << (list & 63);
+}
+
 /* Places a node at the tail of a queue. */
 static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
                                  struct node *n)
@@ -1168,8 +1203,11 @@ static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
     n->position = queue_push(w, list, index);
     n->list = (uint16_t)list;
     n->state = NODE_LINKED;
+    n->moved_later = 0;
     if (is_level_slot(list))
         note_least(w, list - LIST_LEVEL0, n->expire);
+    else if (list < NEAR_SLOTS)
+        note_order(w, list, n->stamp);
     if (w->queues[list].count++ == 0 && list < LIST_SLOTS) {
         w->occupied[list >> 6] |= UINT64_C(1) << (list & 63);
         w->occupied_words |= 1u << (list >> 6);
@@ -1332,6 +1370,30 @@ static HOT_INLINE unsigned level_first(const tw_wheel *w, unsigned level,
     return level_list(level) + ((unsigned)(current + offset) & (size - 1));
 }
 
+/* The tick level slot `list` spans from: its first occurrence from the
+ * slot time is in on (which it may be). */
+static uint64_t slot_start(const tw_wheel *w, unsigned level, unsigned list)
+{
+    unsigned shift = level_shift(level), size = level_ring(level);
+    uint64_t current = w->now >> shift;
+    return (current + ((list - level_list(level) - (unsigned)current) & (size - 1))) << shift;
+}
+
+/* The occupied slot of `level` after slot `list` (whose span starts at
+ * *start), up to the slot time is in: its list, with *start moved to its
+ * span's start; 0 when there is none. */
+static unsigned level_after(const tw_wheel *w, unsigned level, unsigned list,
+                            uint64_t *start)
+{
+    unsigned shift = level_shift(level), size = level_ring(level);
+    unsigned from = list - level_list(level), current = (unsigned)(w->now >> shift);
+    unsigned offset = ring_next(w, level_list(level), size, from);
+    if (!offset || ((from - current) & (size - 1)) + offset >= size)
+        return 0; /* none, or only past the slot time is in */
+    *start += (uint64_t)offset << shift;
+    return level_list(level) + ((from + offset) & (size - 1));
+}
+
 /* ==== staging ===========================================================
  * Skynet re-files a whole level slot when time enters its span (a cascade):
  * with a million timers that is hundreds of thousands of moves in one tick.
@@ -1352,20 +1414,30 @@ static HOT_INLINE unsigned level_first(const tw_wheel *w, unsigned level,
  * for the next tick, and is moved then: that work is bounded by the adds
  * since.
  *
+ * Moved later: a timer rescheduled later while it waits in a level slot
+ * keeps its entry there (moves_in_place); when the staging reaches it, its
+ * tick lies past the slot's span, and it is filed where an add would file
+ * it now. That is one move, inside the slot's share, however often it was
+ * pushed back meanwhile: an idle timeout pushed on every packet costs a
+ * write to its node.
+ *
  * Order: a slot is read from its head and appended to the tails below, and
  * adds and reschedules go to the highest level that can hold their tick,
  * so for any one tick the entries in a higher slot are newer than those
- * already moved below: timers of one tick still run in the order of their
- * last add or reschedule. Outside stage(), the slot time itself is in is
- * empty at every level. */
+ * already moved below. Only a timer moved later breaks that, and its stamp
+ * puts it back in place (see "order"). Outside stage(), the slot time
+ * itself is in is empty at every level. */
 
 /* Moves the live entries at offsets offset..end-1 of block `block` of
- * level slot `list` to the tails of their slots below (`below`, and the
- * bits `shift` and `mask` of their tick that pick the slot there); returns
- * how many. Inlined by force so the constants of a move into near drop
+ * level slot `list`, whose span is the `span` ticks from `start`, to the
+ * tails of their slots below (`below`, and the bits `shift` and `mask` of
+ * their tick that pick the slot there). A node rescheduled past the span
+ * while it waited here is filed where an add would file it. Returns how
+ * many moved. Inlined by force so the constants of a move into near drop
  * the level upkeep. */
 static HOT_INLINE uint64_t move_run(tw_wheel *w, unsigned list, const struct block *b,
                                     uint32_t block, unsigned offset, unsigned end,
+                                    uint32_t start, uint32_t span,
                                     unsigned below, unsigned shift, unsigned mask)
 {
     uint64_t moved = 0;
@@ -1376,7 +1448,10 @@ static HOT_INLINE uint64_t move_run(tw_wheel *w, unsigned list, const struct blo
             continue;
         forget_least(w, list - LIST_LEVEL0, n->expire);
         w->queues[list].count--;
-        link_tail(w, below + ((n->expire >> shift) & mask), index, n);
+        if ((uint32_t)(n->expire - start) < span)
+            link_tail(w, below + ((n->expire >> shift) & mask), index, n);
+        else
+            link_tail(w, slot_for(n->expire, (uint32_t)w->now), index, n);
         moved++;
     }
     return moved;
@@ -1390,6 +1465,8 @@ static HOT_INLINE uint64_t move_run(tw_wheel *w, unsigned list, const struct blo
 static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t budget)
 {
     struct queue *q = &w->queues[list];
+    uint32_t start = (uint32_t)slot_start(w, level, list);
+    uint32_t span = UINT32_C(1) << level_shift(level);
     uint64_t moved = 0;
     compact_abandon(q);
     if (budget >= BLOCK_ENTRIES) /* a short batch would spend more on it */
@@ -1408,10 +1485,12 @@ static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t b
         w->entries -= run;
         next = b->next;
         if (level == 0) /* into near: the constants leave out level upkeep */
-            moved += move_run(w, list, b, block, offset, end, 0, 0, NEAR_RING_MASK);
+            moved += move_run(w, list, b, block, offset, end, start, span, 0, 0,
+                              NEAR_RING_MASK);
         else
-            moved += move_run(w, list, b, block, offset, end, level_list(level - 1),
-                              level_shift(level - 1), LEVEL_RING_MASK);
+            moved += move_run(w, list, b, block, offset, end, start, span,
+                              level_list(level - 1), level_shift(level - 1),
+                              LEVEL_RING_MASK);
         pass_head(w, q, block, next, end, 0);
     }
     if (q->count == 0)
@@ -1619,6 +1698,115 @@ static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
     else if (q->compact_read != NO_POSITION ||
              q->entries - q->count > 2 * q->count + BLOCK_ENTRIES)
         compact_some(w, list);
+}
+
+/* ==== order =============================================================
+ * Timers due at one tick run in the order of their last add, reschedule
+ * or re-arm, each of which hands the node the next stamp of a 64-bit
+ * counter. Appends keep a near slot in that order (adds and re-arms carry
+ * the newest stamp; staging moves a slot in order to the tails below; of
+ * one tick's timers, those filed higher are newer), except when a timer
+ * rescheduled in place arrives behind a newer one: note_order marks the
+ * slot then, and the slot is sorted by stamp just before its dispatch, in
+ * a buffer the wheel keeps, or in place when that cannot grow (quadratic,
+ * but it needs no memory: a dispatch never fails). Sorting drops the
+ * slot's stale entries, as a compaction would. */
+
+static int by_stamp(const void *a, const void *b)
+{
+    uint64_t x = ((const struct stamped *)a)->stamp, y = ((const struct stamped *)b)->stamp;
+    return (x > y) - (x < y);
+}
+
+/* The sort buffer with room for `count` entries, or NULL. */
+static struct stamped *sort_room(tw_wheel *w, uint32_t count)
+{
+    if (count > w->sort_capacity) {
+        uint64_t wanted = (uint64_t)w->sort_capacity * 2;
+        struct stamped *grown;
+        if (wanted < count)
+            wanted = count;
+        if (wanted > UINT32_MAX)
+            wanted = UINT32_MAX;
+        grown = wheel_alloc(w, w->sort_buffer, (size_t)wanted * sizeof *grown);
+        if (!grown)
+            return NULL;
+        w->bytes += (wanted - w->sort_capacity) * sizeof *grown;
+        w->sort_buffer = grown;
+        w->sort_capacity = (uint32_t)wanted;
+    }
+    return w->sort_buffer;
+}
+
+/* Puts node `index` at `position` of its queue. */
+static void place_entry(tw_wheel *w, uint32_t position, uint32_t index)
+{
+    block_of(w, position)->index[position & OFFSET_MASK] = index;
+    node_at(w, index)->position = position;
+}
+
+/* Rewrites a queue's live entries from its head in stamp order, through
+ * `buffer`; returns the position after the last. */
+static uint32_t sort_through(tw_wheel *w, const struct queue *q, struct stamped *buffer)
+{
+    uint32_t position = q->head, count = 0, left, i;
+    for (left = q->entries; left > 0; left--, position++) {
+        uint32_t index;
+        position = next_position(w, position);
+        index = entry_at(w, position);
+        if (entry_live(w, index, position)) {
+            buffer[count].stamp = node_at(w, index)->stamp;
+            buffer[count++].index = index;
+        }
+    }
+    qsort(buffer, count, sizeof *buffer, by_stamp);
+    for (i = 0, position = q->head; i < count; i++, position++) {
+        position = next_position(w, position);
+        place_entry(w, position, buffer[i].index);
+    }
+    return position;
+}
+
+/* The same in place: each round swaps the least stamp not yet placed to
+ * the front. Stale entries only move about. */
+static uint32_t sort_in_place(tw_wheel *w, const struct queue *q)
+{
+    uint32_t write = q->head, placed, left;
+    for (placed = 0; placed < q->count; placed++, write++) {
+        uint32_t position, best = NO_POSITION, best_index = NIL, index;
+        write = next_position(w, write);
+        for (position = write, left = q->entries - placed; left > 0; left--, position++) {
+            position = next_position(w, position);
+            index = entry_at(w, position);
+            if (entry_live(w, index, position) &&
+                (best == NO_POSITION ||
+                 node_at(w, index)->stamp < node_at(w, best_index)->stamp)) {
+                best = position;
+                best_index = index;
+            }
+        }
+        index = entry_at(w, write);
+        if (entry_live(w, index, write))
+            node_at(w, index)->position = best;
+        block_of(w, best)->index[best & OFFSET_MASK] = index;
+        place_entry(w, write, best_index);
+    }
+    return write;
+}
+
+/* Sorts a near slot about to be dispatched, if note_order marked it. */
+static void order_slot(tw_wheel *w, unsigned list)
+{
+    struct queue *q = &w->queues[list];
+    uint64_t bit = UINT64_C(1) << (list & 63);
+    struct stamped *buffer;
+    if (!(w->unsorted[list >> 6] & bit))
+        return;
+    w->unsorted[list >> 6] &= ~bit;
+    buffer = sort_room(w, q->count);
+    q->compact_write = buffer ? sort_through(w, q, buffer) : sort_in_place(w, q);
+    q->compact_holes = q->entries - q->count;
+    compact_finish(w, q);
 }
 
 /* ==== clock =============================================================
@@ -1952,6 +2140,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     call_at(w, index)->user_data = user_data;
     set_interval(n, (uint32_t)interval);
     n->release = (uint8_t)release_slot;
+    n->stamp = ++w->stamp;
     schedule_call(w, index, n, due, delay);
     w->live++;
     w->added++;
@@ -2026,10 +2215,12 @@ static uint64_t rearm_tick(const tw_wheel *w)
 /* Ticks to the earliest pending timer; lock held. Due queues and the near
  * slot of now (which holds timers only while it is dispatched) are due
  * now; near slots are exact; each level's first occupied slot answers with
- * its least tick. Staging lets the spans of levels overlap (a slot partly
- * moved down), so every level is asked, unless its first slot starts after
- * the best answer yet: still O(1). Without `exact`, a big slot's stale
- * bound may answer early, never late. */
+ * its least tick, and when that lies past the slot's span (its timers were
+ * all rescheduled later, see staging) the next occupied slot is asked too.
+ * Staging lets the spans of levels overlap (a slot partly moved down), so
+ * every level is asked, unless its first slot starts after the best answer
+ * yet: O(1) but for slots holding only timers moved later. Without
+ * `exact`, a big slot's stale bound may answer early, never late. */
 static uint64_t next_expiry_locked(tw_wheel *w, int exact)
 {
     uint64_t step, start;
@@ -2039,14 +2230,18 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
         return 0;
     step = near_next(w);
     for (level = 0; level < LEVELS && next_start(w, level) - w->now < step; level++) {
+        uint32_t span = UINT32_C(1) << level_shift(level);
         if (!level_occupied(w, level))
             continue;
         list = level_first(w, level, &start);
-        if (list && start - w->now < step) {
+        while (list && start - w->now < step) {
             uint32_t least = slot_least(w, list, exact);
             uint64_t until = (uint32_t)(least - (uint32_t)w->now);
             if (until < step)
                 step = until;
+            if ((uint32_t)(least - (uint32_t)start) < span)
+                break; /* later slots start past this one's span */
+            list = level_after(w, level, list, &start);
         }
     }
     if (w->running != NIL && node_at(w, w->running)->state == NODE_REARMING &&
@@ -2243,6 +2438,8 @@ static void teardown(tw_wheel *w)
     unlock(w);
     free_chunks(w, &w->node_chunks);
     free_chunks(w, &w->block_chunks);
+    if (w->sort_buffer)
+        wheel_alloc(w, w->sort_buffer, 0);
     destroy_sync(w);
     w->realloc_fn(w, 0, w->alloc_context);
     if (on_destroy)
@@ -2349,6 +2546,8 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
     int64_t ran = 0;
     uint32_t index;
     uint64_t due;
+    if (list < NEAR_SLOTS)
+        order_slot(w, list);
     prefetch_queue(w, list, 1);
     /* Once tw_destroy has begun (from another thread, while the timer
      * thread drives), no further callback starts: the teardown releases
@@ -2376,6 +2575,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
              * slot's timers are due now, and the interval is at least 1):
              * back onto it, behind the timers now on it, in order. */
             uint64_t next = due + n->interval;
+            n->stamp = ++w->stamp;
             if (next <= w->now)
                 link_due(w, list, index, next);
             else
@@ -2838,12 +3038,26 @@ TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
 /* KEEP_INTERVAL: tw_reschedule, which leaves the interval as it is. */
 #define KEEP_INTERVAL UINT64_MAX
 
+/* Whether a reschedule to `due` may leave the node's entry where it is: a
+ * timer waiting in a level slot, moved later. The staging that reaches the
+ * slot files it by its new tick (see "staging"), and its stamp keeps its
+ * place among the timers of that tick (see "order"). A delay of 0 while
+ * driving goes to the due queue instead (see schedule_call). */
+static HOT_INLINE int moves_in_place(const tw_wheel *w, const struct node *n,
+                                     uint64_t due, uint64_t delay)
+{
+    uint32_t time = (uint32_t)w->now;
+    return n->state == NODE_LINKED && is_level_slot(n->list) && due > w->now &&
+           !(delay == 0 && w->drive) &&
+           (uint32_t)((uint32_t)due - time) > (uint32_t)(n->expire - time);
+}
+
 static int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
 {
     uint32_t index;
     struct node *n;
     uint64_t clock, due;
-    int result = 1;
+    int result = 1, in_place = 0;
     if (!w)
         return -EINVAL;
     if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
@@ -2855,20 +3069,27 @@ static int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
         result = 0;
     else if ((due = due_of(w, delay, clock)) == TW_NEVER)
         result = -ERANGE;
-    else if (reserve_entries(w, 1))
+    else if (!(in_place = moves_in_place(w, n, due, delay)) && reserve_entries(w, 1))
         result = -ENOMEM;
     if (result != 1) {
         unlock(w);
         return result;
     }
-    if (n->state == NODE_LINKED)
-        unlink_node(w, n);
     /* A periodic timer made a one-shot while its callback runs is linked
      * again below, so run_batch leaves it alone; its id dies when it next
      * starts, as any one-shot's. */
     if (interval != KEEP_INTERVAL)
         set_interval(n, (uint32_t)interval);
-    schedule_call(w, index, n, due, delay);
+    n->stamp = ++w->stamp;
+    if (in_place) {
+        forget_least(w, n->list - LIST_LEVEL0, n->expire);
+        n->expire = (uint32_t)due;
+        n->moved_later = 1;
+    } else {
+        if (n->state == NODE_LINKED)
+            unlink_node(w, n);
+        schedule_call(w, index, n, due, delay);
+    }
     w->rescheduled++;
     unlock(w);
     return 1;
@@ -3145,12 +3366,26 @@ static int may_hold(unsigned list, uint32_t expire, uint32_t time)
     return 0;
 }
 
+/* Whether `list` is a level slot that a timer due at `expire` has been
+ * rescheduled past while it waited there (see moves_in_place). */
+static int moved_past(const tw_wheel *w, unsigned list, uint32_t expire)
+{
+    unsigned level = (list - LIST_LEVEL0) / LEVEL_SLOTS;
+    uint64_t end;
+    if (!is_level_slot(list))
+        return 0;
+    end = slot_start(w, level, list) + (UINT64_C(1) << level_shift(level));
+    return w->now + (uint32_t)(expire - (uint32_t)w->now) >= end;
+}
+
 /* A live entry's due tick against the slot holding it. Due queues hold
  * any tick up to now (or the drive's target). */
-static void check_placement(const tw_wheel *w, unsigned list, uint32_t expire,
+static void check_placement(const tw_wheel *w, unsigned list, const struct node *n,
                             struct verdict *v)
 {
-    uint32_t time = (uint32_t)w->now;
+    uint32_t time = (uint32_t)w->now, expire = n->expire;
+    check(v, !n->moved_later || is_level_slot(list),
+          "only a level slot holds timers rescheduled in place");
     if (list >= LIST_SLOTS)
         return;
     if (list == (time & NEAR_RING_MASK)) {
@@ -3158,8 +3393,10 @@ static void check_placement(const tw_wheel *w, unsigned list, uint32_t expire,
               "the near slot of now holds only timers due now, while driving");
         return;
     }
-    check(v, expire != time && may_hold(list, expire, time),
-          "a slot holds only timers its span (or the staging into it) allows");
+    check(v, expire != time && (may_hold(list, expire, time) ||
+                                (n->moved_later && moved_past(w, list, expire))),
+          "a slot holds only timers its span (or the staging into it) allows, "
+          "or timers rescheduled past its span while they waited in it");
     check(v, (uint32_t)(expire - time) <= TW_MAX_DELAY,
           "a slot holds only timers at most TW_MAX_DELAY ahead");
 }
@@ -3198,6 +3435,8 @@ static void check_queue(const tw_wheel *w, unsigned list, struct verdict *v)
     uint32_t time = (uint32_t)w->now, position = q->head, left, index;
     uint32_t live = 0, holes = 0, least = UINT32_MAX; /* distance from time */
     int phase = q->compact_read == NO_POSITION ? 2 : 0, is_live;
+    uint64_t stamp = 0; /* the last live entry's */
+    int in_order = list < NEAR_SLOTS && !((w->unsorted[list >> 6] >> (list & 63)) & 1);
     check_queue_header(w, list, v);
     v->blocks += q->entries != 0;
     for (left = q->entries; left > 0; left--, position++) {
@@ -3227,7 +3466,14 @@ static void check_queue(const tw_wheel *w, unsigned list, struct verdict *v)
         check(v, list_of(n) == list, "a placed node names the queue holding its entry");
         check(v, n->release <= w->release_count,
               "a timer's release hook is one the wheel remembers");
-        check_placement(w, list, n->expire, v);
+        check_placement(w, list, n, v);
+        check(v, n->stamp <= w->stamp && n->stamp > 0,
+              "a timer's stamp is one the wheel handed out");
+        check(v, list >= NEAR_SLOTS || n->stamp <= w->near_stamp[list],
+              "a near slot's highest stamp is at least its timers'");
+        check(v, !in_order || n->stamp > stamp,
+              "a near slot not marked unsorted holds its timers in stamp order");
+        stamp = n->stamp;
         live++;
         if ((uint32_t)(n->expire - time) < least)
             least = n->expire - time;
