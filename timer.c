@@ -205,12 +205,6 @@ struct chunk_table {
 #define PERIODIC 0x80000000u
 #define GENERATION_MASK 0x7fffffffu
 
-/* A live entry of a near slot being sorted: its node and the node's stamp. */
-struct stamped {
-    uint64_t stamp;
-    uint32_t index;
-};
-
 struct block {
     uint32_t next; /* next block of its queue or of the free list, or NIL */
     uint32_t index[BLOCK_ENTRIES];
@@ -324,12 +318,10 @@ struct tw_wheel {
 
     /* order (see "order"): the last stamp handed out; per near slot, the
      * highest stamp appended since it was last empty, and a bit set when a
-     * lower one came after it; the buffer a dispatch sorts such a slot in */
+     * lower one came after it */
     uint64_t stamp;
     uint64_t near_stamp[NEAR_SLOTS];
     uint64_t unsorted[NEAR_SLOTS / 64];
-    struct stamped *sort_buffer;
-    uint32_t sort_capacity;
 
     /* pool */
     struct chunk_table node_chunks;
@@ -1707,91 +1699,62 @@ static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
  * the newest stamp; staging moves a slot in order to the tails below; of
  * one tick's timers, those filed higher are newer), except when a timer
  * rescheduled in place arrives behind a newer one: note_order marks the
- * slot then, and the slot is sorted by stamp just before its dispatch, in
- * a buffer the wheel keeps, or in place when that cannot grow (quadratic,
- * but it needs no memory: a dispatch never fails). Sorting drops the
- * slot's stale entries, as a compaction would. */
+ * slot then, and the slot is sorted by stamp just before its dispatch.
+ *
+ * The sort needs no memory, so a dispatch never fails: the slot's live
+ * nodes are detached and chained through their `position` fields, the
+ * chain is merge sorted by its ascending runs (a slot is mostly one run
+ * with a few late arrivals, which costs little more than a pass), and the
+ * nodes are written back from the queue's head, its stale entries
+ * dropped as a compaction would drop them. O(n log n) for n timers in the
+ * slot, whatever their order. */
 
-static int by_stamp(const void *a, const void *b)
+/* Merges two chains of detached nodes linked through `position`. */
+static uint32_t merge_chains(tw_wheel *w, uint32_t a, uint32_t b)
 {
-    uint64_t x = ((const struct stamped *)a)->stamp, y = ((const struct stamped *)b)->stamp;
-    return (x > y) - (x < y);
-}
-
-/* The sort buffer with room for `count` entries, or NULL. */
-static struct stamped *sort_room(tw_wheel *w, uint32_t count)
-{
-    if (count > w->sort_capacity) {
-        uint64_t wanted = (uint64_t)w->sort_capacity * 2;
-        struct stamped *grown;
-        if (wanted < count)
-            wanted = count;
-        if (wanted > UINT32_MAX)
-            wanted = UINT32_MAX;
-        grown = wheel_alloc(w, w->sort_buffer, (size_t)wanted * sizeof *grown);
-        if (!grown)
-            return NULL;
-        w->bytes += (wanted - w->sort_capacity) * sizeof *grown;
-        w->sort_buffer = grown;
-        w->sort_capacity = (uint32_t)wanted;
-    }
-    return w->sort_buffer;
-}
-
-/* Puts node `index` at `position` of its queue. */
-static void place_entry(tw_wheel *w, uint32_t position, uint32_t index)
-{
-    block_of(w, position)->index[position & OFFSET_MASK] = index;
-    node_at(w, index)->position = position;
-}
-
-/* Rewrites a queue's live entries from its head in stamp order, through
- * `buffer`; returns the position after the last. */
-static uint32_t sort_through(tw_wheel *w, const struct queue *q, struct stamped *buffer)
-{
-    uint32_t position = q->head, count = 0, left, i;
-    for (left = q->entries; left > 0; left--, position++) {
-        uint32_t index;
-        position = next_position(w, position);
-        index = entry_at(w, position);
-        if (entry_live(w, index, position)) {
-            buffer[count].stamp = node_at(w, index)->stamp;
-            buffer[count++].index = index;
+    uint32_t head = NIL, *link = &head;
+    while (a != NIL && b != NIL) {
+        struct node *x = node_at(w, a), *y = node_at(w, b);
+        if (x->stamp < y->stamp) {
+            *link = a;
+            link = &x->position;
+            a = x->position;
+        } else {
+            *link = b;
+            link = &y->position;
+            b = y->position;
         }
     }
-    qsort(buffer, count, sizeof *buffer, by_stamp);
-    for (i = 0, position = q->head; i < count; i++, position++) {
-        position = next_position(w, position);
-        place_entry(w, position, buffer[i].index);
-    }
-    return position;
+    *link = a != NIL ? a : b;
+    return head;
 }
 
-/* The same in place: each round swaps the least stamp not yet placed to
- * the front. Stale entries only move about. */
-static uint32_t sort_in_place(tw_wheel *w, const struct queue *q)
+/* Sorts a chain by stamp: each ascending run cut off its head is merged
+ * into a binary counter of sorted chains (runs[k] holds about 2^k runs),
+ * which the counter's 32 places hold for any count of runs below 2^32. */
+static uint32_t sort_chain(tw_wheel *w, uint32_t chain)
 {
-    uint32_t write = q->head, placed, left;
-    for (placed = 0; placed < q->count; placed++, write++) {
-        uint32_t position, best = NO_POSITION, best_index = NIL, index;
-        write = next_position(w, write);
-        for (position = write, left = q->entries - placed; left > 0; left--, position++) {
-            position = next_position(w, position);
-            index = entry_at(w, position);
-            if (entry_live(w, index, position) &&
-                (best == NO_POSITION ||
-                 node_at(w, index)->stamp < node_at(w, best_index)->stamp)) {
-                best = position;
-                best_index = index;
-            }
+    uint32_t runs[32], sorted = NIL;
+    unsigned k;
+    for (k = 0; k < 32; k++)
+        runs[k] = NIL;
+    while (chain != NIL) {
+        uint32_t run = chain, last = chain, next;
+        while ((next = node_at(w, last)->position) != NIL &&
+               node_at(w, next)->stamp > node_at(w, last)->stamp)
+            last = next;
+        chain = next;
+        node_at(w, last)->position = NIL;
+        for (k = 0; runs[k] != NIL; k++) {
+            run = merge_chains(w, runs[k], run);
+            runs[k] = NIL;
         }
-        index = entry_at(w, write);
-        if (entry_live(w, index, write))
-            node_at(w, index)->position = best;
-        block_of(w, best)->index[best & OFFSET_MASK] = index;
-        place_entry(w, write, best_index);
+        runs[k] = run;
     }
-    return write;
+    for (k = 0; k < 32; k++)
+        if (runs[k] != NIL)
+            sorted = merge_chains(w, runs[k], sorted);
+    return sorted;
 }
 
 /* Sorts a near slot about to be dispatched, if note_order marked it. */
@@ -1799,12 +1762,32 @@ static void order_slot(tw_wheel *w, unsigned list)
 {
     struct queue *q = &w->queues[list];
     uint64_t bit = UINT64_C(1) << (list & 63);
-    struct stamped *buffer;
+    uint32_t position = q->head, chain = NIL, *link = &chain, left, index;
     if (!(w->unsorted[list >> 6] & bit))
         return;
     w->unsorted[list >> 6] &= ~bit;
-    buffer = sort_room(w, q->count);
-    q->compact_write = buffer ? sort_through(w, q, buffer) : sort_in_place(w, q);
+    for (left = q->entries; left > 0; left--, position++) {
+        position = next_position(w, position);
+        index = entry_at(w, position);
+        if (entry_live(w, index, position)) {
+            struct node *n = node_at(w, index);
+            n->state = NODE_DETACHED; /* a stale entry of it now reads stale */
+            *link = index;
+            link = &n->position;
+        }
+    }
+    *link = NIL;
+    position = q->head;
+    for (index = sort_chain(w, chain); index != NIL; position++) {
+        struct node *n = node_at(w, index);
+        uint32_t next = n->position;
+        position = next_position(w, position);
+        block_of(w, position)->index[position & OFFSET_MASK] = index;
+        n->position = position;
+        n->state = NODE_LINKED;
+        index = next;
+    }
+    q->compact_write = position;
     q->compact_holes = q->entries - q->count;
     compact_finish(w, q);
 }
@@ -2438,8 +2421,6 @@ static void teardown(tw_wheel *w)
     unlock(w);
     free_chunks(w, &w->node_chunks);
     free_chunks(w, &w->block_chunks);
-    if (w->sort_buffer)
-        wheel_alloc(w, w->sort_buffer, 0);
     destroy_sync(w);
     w->realloc_fn(w, 0, w->alloc_context);
     if (on_destroy)
@@ -2546,9 +2527,9 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
     int64_t ran = 0;
     uint32_t index;
     uint64_t due;
+    prefetch_queue(w, list, 1);
     if (list < NEAR_SLOTS)
         order_slot(w, list);
-    prefetch_queue(w, list, 1);
     /* Once tw_destroy has begun (from another thread, while the timer
      * thread drives), no further callback starts: the teardown releases
      * what is left. */

@@ -423,7 +423,11 @@ TW_EXPORT int tw_cancel(tw_wheel *wheel, tw_id id);
  * on success; 0 when the id is not live (including a one-shot whose
  * callback has started); -EINVAL for a NULL wheel; -ERANGE as tw_add()'s
  * ERANGE, -ENOMEM when the slot entry it needs cannot be allocated (in
- * both cases the timer is left untouched). Thread-safe. */
+ * both cases the timer is left untouched). Pushing a timer that waits to
+ * fire, due more than 512 ticks from now, to a later tick (an idle
+ * timeout, on every packet) needs no entry: it never allocates and never
+ * fails for memory. Other moves (earlier, nearer, or of a periodic timer
+ * whose callback runs) take a new entry. Thread-safe. */
 TW_EXPORT int tw_reschedule(tw_wheel *wheel, tw_id id, uint64_t delay);
 
 /* The general form of tw_reschedule(): moves the timer as tw_reschedule()
@@ -482,15 +486,16 @@ TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
  * is due now, TW_NEVER when nothing is pending or the wheel is NULL. On a
  * clock-driven wheel tw_now() lags the clock between tw_expire() calls, so
  * to sleep, use tw_timeout_ms(), which counts by the clock. O(1) in every case
- * (a few bitmap words and one cached value, or a re-read of a slot holding
- * at most 32 timers). Never later than the earliest timer, and exact
- * except in one case: the earliest timer sits in an
- * upper-level slot (outside the current 256-tick window, though possibly
- * fewer than 256 ticks away), the timer that was the earliest of that slot
- * has since been cancelled or rescheduled, and the slot still holds more
- * than 32 pending timers. Then the answer is that departed timer's tick: a
- * waiter wakes early once, finds nothing due, and the next answer is exact
- * (the slot has been moved down by then). Never 0 unless something is due.
+ * (a few bitmap words and cached values per level, or re-reads of slots
+ * holding at most 32 timers; bounded by the slots, not by the timers).
+ * Never later than the earliest timer, and exact except in one case: an
+ * upper-level slot (timers outside the current 256-tick window, though
+ * possibly fewer than 256 ticks away) that holds the earliest timer, or
+ * comes before it, has lost the timer that was its earliest (cancelled or
+ * rescheduled, pushed later included) and still holds more than 32 pending
+ * timers. Then the answer may be that departed timer's tick: a waiter
+ * wakes early once, finds nothing due, and the next answer is exact (the
+ * slot has been moved down by then). Never 0 unless something is due.
  * For an always-exact figure, see tw_stats.next_expiry_exact (which may
  * read a whole slot). Thread-safe. */
 TW_EXPORT uint64_t tw_next_expiry(tw_wheel *wheel);

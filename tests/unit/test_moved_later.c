@@ -10,8 +10,8 @@
  *   - the timer fires exactly at its new tick, never at the old one;
  *   - timers due at one tick still fire in the order of their last add,
  *     reschedule or re-arm: a timer filed late by the staging is sorted
- *     into its place, through the wheel's buffer or, when that cannot
- *     grow, in place;
+ *     into its place, without memory (the allocator failing changes
+ *     nothing), whatever the order of arrival;
  *   - tw_next_expiry stays exact for a small wheel whose first level slot
  *     holds only timers rescheduled past its span;
  *   - tw_check accepts a timer past its slot's span only when it was
@@ -133,18 +133,28 @@ static void test_in_place_needs_no_memory(void **state)
 
 /* ---- order ---------------------------------------------------------------- */
 
+/* Records the firing, and checks the wheel from inside the dispatch: the
+ * sorted slot is whole while its timers run. */
+static void checking_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    rec_push(w, id, user_data);
+    CHECK(w);
+}
+
 /* B and C are added for tick 5000; A, due at 1000, is rescheduled to 5000
  * between them, so it runs between them, although the staging files it
  * into their slot after both. */
 static void one_tick_in_order(tw_wheel *w)
 {
-    tw_id b = tw_add(w, 5000, rec_cb, TAG(2)), a = tw_add(w, 1000, rec_cb, TAG(1)), c;
+    tw_id b = tw_add(w, 5000, checking_cb, TAG(2)), a = tw_add(w, 1000, checking_cb, TAG(1)), c, d;
     assert_int_equal(tw_reschedule(w, a, 5000), 1);
     assert_true(node_of_id(w, a)->moved_later);
-    c = tw_add(w, 5000, rec_cb, TAG(3));
+    c = tw_add(w, 5000, checking_cb, TAG(3));
+    d = tw_add(w, 5000, checking_cb, TAG(4));
     assert_int_not_equal(b, 0);
     assert_int_not_equal(c, 0);
     assert_int_equal(tw_advance(w, 4999), 0);
+    assert_int_equal(tw_cancel(w, d), 1); /* a stale entry in the slot */
     CHECK(w);
     assert_true((w->unsorted[(5000 & NEAR_RING_MASK) >> 6] >> (5000 & 63)) & 1);
     assert_int_equal(tw_advance(w, 1), 3);
@@ -159,7 +169,6 @@ static void test_order_after_move_in_place(void **state)
     tw_wheel *w = new_wheel(0);
     (void)state;
     one_tick_in_order(w);
-    assert_int_not_equal(w->sort_capacity, 0); /* sorted in the buffer */
     drop(w);
 }
 
@@ -170,7 +179,6 @@ static void test_order_without_memory(void **state)
     assert_int_not_equal(tw_add(w, 20000, rec_cb, TAG(9)), 0); /* blocks to spare */
     refuse = 1;
     one_tick_in_order(w);
-    assert_int_equal(w->sort_capacity, 0); /* sorted in place */
     refuse = 0;
     drop(w);
 }
@@ -281,13 +289,12 @@ static void test_random_order(void **state)
     }
 }
 
-static void test_random_order_sorted_in_place(void **state)
+static void test_random_order_without_memory(void **state)
 {
     (void)state;
     for (uint64_t seed = 5; seed <= 6; seed++) {
         tw_wheel *w = switchable_wheel();
-        /* the blocks for every timer first, then no memory: the sort
-         * buffer cannot grow */
+        /* the nodes and blocks for every timer first, then no memory */
         for (int i = 0; i < MANY; i++)
             many.id[i] = tw_add(w, 5 + (uint64_t)i, rec_cb, NULL);
         for (int i = 0; i < MANY; i++)
@@ -295,10 +302,40 @@ static void test_random_order_sorted_in_place(void **state)
         assert_int_equal(grow_blocks(w, 64 * MANY), 0);
         refuse = 1;
         run_many(w, seed);
-        assert_int_equal(w->sort_capacity, 0);
         refuse = 0;
         drop(w);
     }
+}
+
+/* 2000 timers of one tick, pushed there in place from 32 level-0 slots
+ * that the staging reaches in the reverse of their stamps (it files them
+ * in 32 runs of 64, the newest run first), among 2000 added there
+ * directly: all 4000 fire in stamp order. */
+static void test_big_slot_in_reverse(void **state)
+{
+    enum { HALF = 2000 };
+    static tw_id moved[HALF];
+    tw_wheel *w = new_wheel(0);
+    int i;
+    (void)state;
+    rec_reset();
+    /* moved[i] waits in a level-0 slot at a tick that comes later for
+     * smaller i, so the staging reaches the highest i first */
+    for (i = 0; i < HALF; i++)
+        moved[i] = tw_add(w, 8500 - 4 * (uint64_t)i, rec_cb, TAG(i));
+    for (i = 0; i < HALF; i++) {
+        assert_int_equal(tw_reschedule(w, moved[i], 9000), 1);
+        assert_int_not_equal(tw_add(w, 9000, rec_cb, TAG(HALF + i)), 0);
+    }
+    assert_int_equal(tw_advance(w, 8999), 0);
+    CHECK(w);
+    assert_int_equal(tw_advance(w, 1), 2 * HALF);
+    for (i = 0; i < HALF && i < REC_CAP / 2; i++) {
+        ASSERT_FIRE(2 * i, 9000, i);
+        ASSERT_FIRE(2 * i + 1, 9000, HALF + i);
+    }
+    CHECK(w);
+    drop(w);
 }
 
 /* ---- next expiry ---------------------------------------------------------- */
@@ -363,7 +400,8 @@ int main(void)
         T(test_rearm_takes_a_new_stamp),
         T(test_emptied_slot_forgets_its_order),
         T(test_random_order),
-        T(test_random_order_sorted_in_place),
+        T(test_random_order_without_memory),
+        T(test_big_slot_in_reverse),
         T(test_next_expiry_past_moved_timers),
         T(test_check_knows_moved_timers),
     };
