@@ -358,6 +358,30 @@ static void test_next_expiry_past_moved_timers(void **state)
     drop(w);
 }
 
+/* The documented early case: a slot of more than 32 whose timers were all
+ * pushed past it still remembers its departed earliest. The answer is
+ * never late; a waiter woken at it finds nothing due, and the next answer
+ * is exact. */
+static void test_next_expiry_early_once(void **state)
+{
+    tw_wheel *w = new_wheel(0);
+    tw_id ids[40];
+    uint64_t first;
+    int i;
+    (void)state;
+    for (i = 0; i < 40; i++)
+        ids[i] = tw_add(w, 300 + (uint64_t)i, rec_cb, TAG(i)); /* [256, 512) */
+    for (i = 0; i < 40; i++)
+        assert_int_equal(tw_reschedule(w, ids[i], 5000), 1);
+    assert_int_not_equal(tw_add(w, 1000, rec_cb, TAG(99)), 0);
+    assert_int_equal(get_stats(w).next_expiry_exact, 1000);
+    first = tw_next_expiry(w);
+    assert_true(first >= 300 && first <= 1000);
+    assert_int_equal(tw_advance(w, first), 0);
+    assert_int_equal(tw_next_expiry(w), 1000 - first);
+    drop(w);
+}
+
 /* ---- tw_check ------------------------------------------------------------- */
 
 static void test_check_knows_moved_timers(void **state)
@@ -403,6 +427,7 @@ int main(void)
         T(test_random_order_without_memory),
         T(test_big_slot_in_reverse),
         T(test_next_expiry_past_moved_timers),
+        T(test_next_expiry_early_once),
         T(test_check_knows_moved_timers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
