@@ -379,13 +379,16 @@ struct tw_wheel {
 };
 
 /* Small functions on the hot paths are inlined by force (a call per timer
- * per step is measurable); cold paths are kept out of line. */
+ * per step is measurable); cold paths, and long ones that would weigh on a
+ * short caller's frame, are kept out of line. */
 #if defined(__GNUC__)
 #define HOT_INLINE inline __attribute__((always_inline))
 #define COLD __attribute__((noinline, cold))
+#define NOINLINE __attribute__((noinline))
 #else
 #define HOT_INLINE inline
 #define COLD
+#define NOINLINE
 #endif
 
 static int lowest_bit(uint64_t x) /* x != 0 */
@@ -3022,23 +3025,47 @@ TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
 /* Whether a reschedule to `due` may leave the node's entry where it is: a
  * timer waiting in a level slot, moved later. The staging that reaches the
  * slot files it by its new tick (see "staging"), and its stamp keeps its
- * place among the timers of that tick (see "order"). A delay of 0 while
- * driving goes to the due queue instead (see schedule_call). */
+ * place among the timers of that tick (see "order"). A delay of 0 moves
+ * now (while driving, to the due queue: see schedule_call). */
 static HOT_INLINE int moves_in_place(const tw_wheel *w, const struct node *n,
                                      uint64_t due, uint64_t delay)
 {
     uint32_t time = (uint32_t)w->now;
-    return n->state == NODE_LINKED && is_level_slot(n->list) && due > w->now &&
-           !(delay == 0 && w->drive) &&
+    /* a node in a level slot is placed (NODE_LINKED): others have no slot */
+    return is_level_slot(n->list) && delay != 0 && due > w->now &&
            (uint32_t)((uint32_t)due - time) > (uint32_t)(n->expire - time);
 }
 
-static int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
+/* A reschedule that moves the timer now: a new entry where an add would
+ * file it, the old one left stale. Lock held, released on return. Out of
+ * line, so that the move in place stays a short function. */
+static NOINLINE int reschedule_now(tw_wheel *w, struct node *n, uint32_t index,
+                                   uint64_t due, uint64_t delay, uint64_t interval)
+{
+    if (reserve_entries(w, 1)) {
+        unlock(w);
+        return -ENOMEM;
+    }
+    /* A periodic timer made a one-shot while its callback runs is linked
+     * again below, so run_batch leaves it alone; its id dies when it next
+     * starts, as any one-shot's. */
+    if (interval != KEEP_INTERVAL)
+        set_interval(n, (uint32_t)interval);
+    n->stamp = ++w->stamp;
+    if (n->state == NODE_LINKED)
+        unlink_node(w, n);
+    schedule_call(w, index, n, due, delay);
+    w->rescheduled++;
+    unlock(w);
+    return 1;
+}
+
+static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
 {
     uint32_t index;
     struct node *n;
-    uint64_t clock, due;
-    int result = 1, in_place = 0;
+    uint64_t clock, due = 0;
+    int result = 1;
     if (!w)
         return -EINVAL;
     if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
@@ -3050,27 +3077,18 @@ static int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
         result = 0;
     else if ((due = due_of(w, delay, clock)) == TW_NEVER)
         result = -ERANGE;
-    else if (!(in_place = moves_in_place(w, n, due, delay)) && reserve_entries(w, 1))
-        result = -ENOMEM;
     if (result != 1) {
         unlock(w);
         return result;
     }
-    /* A periodic timer made a one-shot while its callback runs is linked
-     * again below, so run_batch leaves it alone; its id dies when it next
-     * starts, as any one-shot's. */
+    if (!moves_in_place(w, n, due, delay))
+        return reschedule_now(w, n, index, due, delay, interval);
     if (interval != KEEP_INTERVAL)
         set_interval(n, (uint32_t)interval);
     n->stamp = ++w->stamp;
-    if (in_place) {
-        forget_least(w, n->list - LIST_LEVEL0, n->expire);
-        n->expire = (uint32_t)due;
-        n->moved_later = 1;
-    } else {
-        if (n->state == NODE_LINKED)
-            unlink_node(w, n);
-        schedule_call(w, index, n, due, delay);
-    }
+    forget_least(w, n->list - LIST_LEVEL0, n->expire);
+    n->expire = (uint32_t)due;
+    n->moved_later = 1;
     w->rescheduled++;
     unlock(w);
     return 1;
