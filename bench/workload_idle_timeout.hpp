@@ -93,9 +93,11 @@ void idle_setup(S &s, std::vector<session<typename S::handle>> &c, splitmix &r)
 }
 
 // `steps` packets (see the top of the file). A failed reschedule (a talking
-// session whose timer is not pending) stops the program.
+// session whose timer is not pending) stops the program. With `worst_ns`,
+// each tick's advance is timed and the longest kept there.
 template <class S>
-void idle_steps(S &s, std::vector<session<typename S::handle>> &c, size_t steps, splitmix &r)
+void idle_steps(S &s, std::vector<session<typename S::handle>> &c, size_t steps, splitmix &r,
+                uint64_t *worst_ns = nullptr)
 {
     const size_t n = c.size(), per_tick = idle_steps_per_tick(n);
     size_t tick_ctr = 0, reschedules = 0, rescheduled = 0;
@@ -113,7 +115,13 @@ void idle_steps(S &s, std::vector<session<typename S::handle>> &c, size_t steps,
         if (++tick_ctr == per_tick) {
             tick_ctr = 0;
             g_tick++;
-            s.advance(1);
+            if (worst_ns) {
+                uint64_t t0 = now_ns();
+                s.advance(1);
+                *worst_ns = std::max(*worst_ns, now_ns() - t0);
+            } else {
+                s.advance(1);
+            }
         }
     }
     if (rescheduled != reschedules)
@@ -132,8 +140,8 @@ template <class S> void idle_timeout_run(S &s, size_t n)
     g_fire_hash = 0;
     idle_setup(s, c, r);
     const size_t steps = IDLE_RUN_TICKS * idle_steps_per_tick(n);
-    uint64_t t0 = now_ns();
-    idle_steps(s, c, steps, r);
+    uint64_t worst = 0, t0 = now_ns();
+    idle_steps(s, c, steps, r, &worst);
     uint64_t t1 = now_ns();
     g_state = nullptr;
     if (g_fired == 0)
@@ -142,6 +150,7 @@ template <class S> void idle_timeout_run(S &s, size_t n)
     s.destroy();
     record(s.name, n, "idle_timeout", (double)(t1 - t0) / (double)steps, "ns/step");
     record(s.name, n, "idle_timeout_fired", (double)g_fired, "timers");
+    record(s.name, n, "idle_timeout_worst_tick", (double)worst / 1e3, "us");
 }
 
 // `--count idle_setup` / `idle_timeout`: the setup, then IDLE_COUNTED_STEPS
