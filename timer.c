@@ -172,9 +172,9 @@ struct node {
     uint8_t state;        /* enum node_state */
     uint8_t release;      /* index into tw_wheel.releases, 0 for none */
     uint32_t interval;    /* ticks between firings, for a PERIODIC timer */
-    uint32_t moved_later; /* rescheduled past the span of the level slot it
-                             waits in, which staging files it out of by its
-                             tick (see moves_in_place) */
+    uint32_t moved_later; /* 1: rescheduled later in place, in the level
+                             slot it waits in (see moves_in_place); cleared
+                             when it is linked anew. For tw_check */
     uint64_t stamp;       /* order of its last add, reschedule or re-arm:
                              timers due at one tick run by it (see "order") */
 };
@@ -2516,10 +2516,11 @@ static void finish_deferred_destroy(tw_wheel *w)
 /* ==== dispatch ==========================================================
  * A queue is dispatched in place: each live entry is taken off its head
  * under the lock and its callback runs with the lock released. Nothing new
- * can land on that queue meanwhile (a timer due exactly now goes to the due
- * queue that is not being run, and the near slot of now only takes timers
- * due now), and a cancel of a node still in it leaves a stale entry that is
- * skipped, so once tw_cancel returned 1 that callback never starts. A node
+ * lands on a near slot being dispatched (a timer due exactly now goes to
+ * the due queue that is not being run); only a periodic timer still behind
+ * re-arms onto the due queue being run, behind the others. A cancel of a
+ * node still in the queue leaves a stale entry that is skipped, so once
+ * tw_cancel returned 1 that callback never starts. A node
  * is never freed while its callback runs: whatever happened to it meanwhile
  * is settled when the callback returns. */
 
@@ -3428,6 +3429,23 @@ static void check_queue_header(const tw_wheel *w, unsigned list, struct verdict 
           "a slot's occupancy bit is set exactly when it holds a live entry");
 }
 
+/* A placed node of queue `list`; `stamp` is the previous live entry's
+ * stamp, `in_order` whether the queue must hold its stamps ascending. */
+static void check_timer(const tw_wheel *w, unsigned list, const struct node *n,
+                        uint64_t stamp, int in_order, struct verdict *v)
+{
+    check(v, list_of(n) == list, "a placed node names the queue holding its entry");
+    check(v, n->release <= w->release_count,
+          "a timer's release hook is one the wheel remembers");
+    check_placement(w, list, n, v);
+    check(v, n->stamp <= w->stamp && n->stamp > 0,
+          "a timer's stamp is one the wheel handed out");
+    check(v, list >= NEAR_SLOTS || n->stamp <= w->near_stamp[list],
+          "a near slot's highest stamp is at least its timers'");
+    check(v, !in_order || n->stamp > stamp,
+          "a near slot not marked unsorted holds its timers in stamp order");
+}
+
 static void check_queue(const tw_wheel *w, unsigned list, struct verdict *v)
 {
     const struct queue *q = &w->queues[list];
@@ -3462,16 +3480,7 @@ static void check_queue(const tw_wheel *w, unsigned list, struct verdict *v)
         if (!is_live)
             continue;
         n = node_at(w, index);
-        check(v, list_of(n) == list, "a placed node names the queue holding its entry");
-        check(v, n->release <= w->release_count,
-              "a timer's release hook is one the wheel remembers");
-        check_placement(w, list, n, v);
-        check(v, n->stamp <= w->stamp && n->stamp > 0,
-              "a timer's stamp is one the wheel handed out");
-        check(v, list >= NEAR_SLOTS || n->stamp <= w->near_stamp[list],
-              "a near slot's highest stamp is at least its timers'");
-        check(v, !in_order || n->stamp > stamp,
-              "a near slot not marked unsorted holds its timers in stamp order");
+        check_timer(w, list, n, stamp, in_order, v);
         stamp = n->stamp;
         live++;
         if ((uint32_t)(n->expire - time) < least)
