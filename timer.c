@@ -161,7 +161,8 @@ enum node_state {
 /* Everything a cancel, reschedule or move reads or writes: 32 bytes, in
  * chunks aligned so that a node never straddles two cache lines, so each
  * of those touches one line of its own. What the timer calls lives apart
- * (struct call), touched only by add and dispatch. */
+ * (struct call), touched only by the add, the dispatch and whoever runs
+ * the timer's release hook. */
 struct node {
     uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain;
                              on the free list, the next free node instead */
@@ -1181,8 +1182,8 @@ static HOT_INLINE void forget_least(tw_wheel *w, unsigned slot, uint32_t expire)
 }
 
 /* A near slot's entries are dispatched in stamp order. Appends keep it
- * unless a node moved lazily (see staging) arrives behind a newer one: the
- * slot is then marked, and sorted before it is dispatched. */
+ * unless a node moved in place (see staging) arrives behind a newer one:
+ * the slot is then marked, and sorted before it is dispatched. */
 static HOT_INLINE void note_order(tw_wheel *w, unsigned list, uint64_t stamp)
 {
     if (stamp > w->near_stamp[list])
@@ -1410,11 +1411,12 @@ static unsigned level_after(const tw_wheel *w, unsigned level, unsigned list,
  * since.
  *
  * Moved later: a timer rescheduled later while it waits in a level slot
- * keeps its entry there (moves_in_place); when the staging reaches it, its
- * tick lies past the slot's span, and it is filed where an add would file
- * it now. That is one move, inside the slot's share, however often it was
- * pushed back meanwhile: an idle timeout pushed on every packet costs a
- * write to its node.
+ * keeps its entry there (moves_in_place). The staging that reaches it
+ * goes by its tick: still inside the slot's span, it moves down as any
+ * other; past it, it is filed where an add would file it now. That is one
+ * move, inside the slot's share, however often it was pushed back
+ * meanwhile: an idle timeout pushed on every packet costs a write to its
+ * node.
  *
  * Order: a slot is read from its head and appended to the tails below, and
  * adds and reschedules go to the highest level that can hold their tick,
