@@ -131,6 +131,34 @@ static void test_in_place_needs_no_memory(void **state)
     drop(w);
 }
 
+/* A delay of 0 from a callback waits for the next call, even on a
+ * clock-driven wheel whose clock is ahead of the drive, where its due tick
+ * (the clock's) is later than the waiting timer's: it never moves in
+ * place. */
+static tw_id waiting;
+static void push_now_cb(tw_wheel *w, tw_id id, void *user_data)
+{
+    rec_push(w, id, user_data);
+    assert_int_equal(tw_reschedule(w, waiting, 0), 1);
+}
+
+static void test_delay_0_waits_for_the_next_call(void **state)
+{
+    struct fake_clock clock = {0, 0};
+    tw_wheel *w = new_fake_clock_wheel_driven(&clock, TW_DRIVE_CLOCK);
+    (void)state;
+    assert_int_not_equal(tw_add(w, 10, push_now_cb, TAG(1)), 0);
+    waiting = tw_add(w, 5000, rec_cb, TAG(2)); /* in a level slot */
+    assert_true(is_level_slot(list_of(node_of_id(w, waiting))));
+    clock.us = 6000 * 1000; /* the drive walks 0 .. 6000 */
+    assert_int_equal(tw_expire(w), 1); /* only the pushing callback */
+    ASSERT_NFIRES(1);
+    assert_int_equal(tw_expire(w), 1); /* the pushed timer, in the next call */
+    ASSERT_FIRE(1, 6000, 2);
+    CHECK(w);
+    drop(w);
+}
+
 /* ---- order ---------------------------------------------------------------- */
 
 /* Records the firing, and checks the wheel from inside the dispatch: the
@@ -419,6 +447,7 @@ int main(void)
         T(test_later_keeps_its_entry),
         T(test_other_moves_are_eager),
         T(test_in_place_needs_no_memory),
+        T(test_delay_0_waits_for_the_next_call),
         T(test_order_after_move_in_place),
         T(test_order_without_memory),
         T(test_rearm_takes_a_new_stamp),
