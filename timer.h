@@ -424,10 +424,11 @@ TW_EXPORT int tw_cancel(tw_wheel *wheel, tw_id id);
  * callback has started); -EINVAL for a NULL wheel; -ERANGE as tw_add()'s
  * ERANGE, -ENOMEM when the slot entry it needs cannot be allocated (in
  * both cases the timer is left untouched). Pushing a timer that waits to
- * fire, due more than 512 ticks from now, to a later tick (an idle
- * timeout, on every packet) needs no entry: it never allocates and never
- * fails for memory. Other moves (earlier, nearer, or of a periodic timer
- * whose callback runs) take a new entry. Thread-safe. */
+ * fire, due more than 512 ticks from now, to a later tick with a delay of
+ * at least 1 (an idle timeout, on every packet) needs no entry: it never
+ * allocates and never fails for memory. Other moves (earlier, nearer,
+ * delay 0, or of a periodic timer whose callback runs) take a new entry.
+ * Thread-safe. */
 TW_EXPORT int tw_reschedule(tw_wheel *wheel, tw_id id, uint64_t delay);
 
 /* The general form of tw_reschedule(): moves the timer as tw_reschedule()
