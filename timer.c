@@ -3039,28 +3039,15 @@ static HOT_INLINE int moves_in_place(const tw_wheel *w, const struct node *n,
            (uint32_t)((uint32_t)due - time) > (uint32_t)(n->expire - time);
 }
 
-/* A reschedule that moves the timer now: a new entry where an add would
- * file it, the old one left stale. Lock held, released on return. Out of
- * line, so that the move in place stays a short function. */
-static NOINLINE int reschedule_now(tw_wheel *w, struct node *n, uint32_t index,
-                                   uint64_t due, uint64_t delay, uint64_t interval)
+/* Moves a timer now: a new entry where an add would file it, the old one
+ * left stale. Out of line, so that the move in place stays a short
+ * function. */
+static NOINLINE void move_now(tw_wheel *w, uint32_t index, struct node *n,
+                              uint64_t due, uint64_t delay)
 {
-    if (reserve_entries(w, 1)) {
-        unlock(w);
-        return -ENOMEM;
-    }
-    /* A periodic timer made a one-shot while its callback runs is linked
-     * again below, so run_batch leaves it alone; its id dies when it next
-     * starts, as any one-shot's. */
-    if (interval != KEEP_INTERVAL)
-        set_interval(n, (uint32_t)interval);
-    n->stamp = ++w->stamp;
     if (n->state == NODE_LINKED)
         unlink_node(w, n);
     schedule_call(w, index, n, due, delay);
-    w->rescheduled++;
-    unlock(w);
-    return 1;
 }
 
 static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
@@ -3068,7 +3055,7 @@ static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t
     uint32_t index;
     struct node *n;
     uint64_t clock, due = 0;
-    int result = 1;
+    int result = 1, in_place = 0;
     if (!w)
         return -EINVAL;
     if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
@@ -3080,18 +3067,25 @@ static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t
         result = 0;
     else if ((due = due_of(w, delay, clock)) == TW_NEVER)
         result = -ERANGE;
+    else if (!(in_place = moves_in_place(w, n, due, delay)) && reserve_entries(w, 1))
+        result = -ENOMEM;
     if (result != 1) {
         unlock(w);
         return result;
     }
-    if (!moves_in_place(w, n, due, delay))
-        return reschedule_now(w, n, index, due, delay, interval);
+    /* A periodic timer made a one-shot while its callback runs is linked
+     * again by move_now, so run_batch leaves it alone; its id dies when it
+     * next starts, as any one-shot's. */
     if (interval != KEEP_INTERVAL)
         set_interval(n, (uint32_t)interval);
     n->stamp = ++w->stamp;
-    forget_least(w, n->list - LIST_LEVEL0, n->expire);
-    n->expire = (uint32_t)due;
-    n->moved_later = 1;
+    if (in_place) {
+        forget_least(w, n->list - LIST_LEVEL0, n->expire);
+        n->expire = (uint32_t)due;
+        n->moved_later = 1;
+    } else {
+        move_now(w, index, n, due, delay);
+    }
     w->rescheduled++;
     unlock(w);
     return 1;
