@@ -157,6 +157,22 @@ static inline struct tw_stats get_stats(tw_wheel *w)
     return s;
 }
 
+/* ---- an allocator that can be told to fail ------------------------------ */
+
+/* libc's, except that every allocation fails while alloc_refused is set
+ * (frees always work). */
+static int alloc_refused;
+
+static inline void *refusing_realloc(void *pointer, size_t size, void *context)
+{
+    (void)context;
+    if (size == 0) {
+        free(pointer);
+        return NULL;
+    }
+    return alloc_refused ? NULL : realloc(pointer, size);
+}
+
 /* ---- a fake clock -------------------------------------------------------- */
 
 /* A clock the test moves by hand, read through clock_fn; it counts the

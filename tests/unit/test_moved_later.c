@@ -36,27 +36,14 @@ static struct node *node_of_id(tw_wheel *w, tw_id id)
     return node_at(w, index_of(id));
 }
 
-/* ---- an allocator that can be told to fail ------------------------------ */
-
-static int refuse; /* every allocation fails while set */
-
-static void *switchable(void *pointer, size_t size, void *context)
-{
-    (void)context;
-    if (size == 0) {
-        free(pointer);
-        return NULL;
-    }
-    return refuse ? NULL : realloc(pointer, size);
-}
-
+/* A single-threaded wheel on refusing_realloc, allocating for now. */
 static tw_wheel *switchable_wheel(void)
 {
     struct tw_config c;
     tw_config_init(&c);
     c.lock = TW_LOCK_NONE;
-    c.realloc_fn = switchable;
-    refuse = 0;
+    c.realloc_fn = refusing_realloc;
+    alloc_refused = 0;
     return new_wheel_cfg(&c);
 }
 
@@ -121,13 +108,13 @@ static void test_in_place_needs_no_memory(void **state)
     /* fill the blocks until one more entry would need more of them */
     while ((uint64_t)w->entries + 2 <= w->entries_supported)
         assert_int_not_equal(tw_add(w, 300 + (uint64_t)(k++ % 5000), rec_cb, TAG(2)), 0);
-    refuse = 1;
+    alloc_refused = 1;
     assert_int_equal(tw_reschedule(w, other, 600), -ENOMEM); /* earlier */
     for (k = 1; k <= 1000; k++)
         assert_int_equal(tw_reschedule(w, id, 1000 + (uint64_t)k), 1);
     assert_int_equal(tw_remaining(w, id), 2000);
     CHECK(w);
-    refuse = 0;
+    alloc_refused = 0;
     drop(w);
 }
 
@@ -205,9 +192,9 @@ static void test_order_without_memory(void **state)
     tw_wheel *w = switchable_wheel();
     (void)state;
     assert_int_not_equal(tw_add(w, 20000, rec_cb, TAG(9)), 0); /* blocks to spare */
-    refuse = 1;
+    alloc_refused = 1;
     one_tick_in_order(w);
-    refuse = 0;
+    alloc_refused = 0;
     drop(w);
 }
 
@@ -328,9 +315,9 @@ static void test_random_order_without_memory(void **state)
         for (int i = 0; i < MANY; i++)
             assert_int_equal(tw_cancel(w, many.id[i]), 1);
         assert_int_equal(grow_blocks(w, 64 * MANY), 0);
-        refuse = 1;
+        alloc_refused = 1;
         run_many(w, seed);
-        refuse = 0;
+        alloc_refused = 0;
         drop(w);
     }
 }

@@ -425,16 +425,6 @@ static void test_thread_start_in_destroy_hook(void **state)
 
 /* An add that failed with ENOMEM used up one of the 255 release-function
  * slots, so repeated failures ended in a false EMFILE. */
-static int alloc_fails;
-static void *failing_realloc(void *pointer, size_t size, void *context)
-{
-    (void)context;
-    if (size == 0) {
-        free(pointer);
-        return NULL;
-    }
-    return alloc_fails ? NULL : realloc(pointer, size);
-}
 
 /* 300 distinct release functions: the table dedups by function pointer. */
 #define RELEASE_FN(n)                                                         \
@@ -457,16 +447,16 @@ static void test_failed_add_keeps_release_slot(void **state)
     tw_wheel *w;
     size_t i;
     tw_config_init(&config);
-    config.realloc_fn = failing_realloc;
+    config.realloc_fn = refusing_realloc;
     w = tw_create(&config);
     assert_non_null(w);
     /* 150 distinct functions whose adds fail, then 150 others that must
      * all fit in the 255 slots */
-    alloc_fails = 1;
+    alloc_refused = 1;
     for (i = 0; i < DISTINCT / 2; i++)
         ASSERT_FAILS_ERRNO(tw_add_ex(w, 1, 0, noop_cb, distinct_releases[i], NULL),
                            ENOMEM);
-    alloc_fails = 0;
+    alloc_refused = 0;
     for (i = DISTINCT / 2; i < DISTINCT; i++)
         assert_int_not_equal(tw_add_ex(w, 1, 0, noop_cb, distinct_releases[i], NULL), 0);
     assert_int_equal(tw_advance(w, 1), (int64_t)(DISTINCT - DISTINCT / 2));
