@@ -28,7 +28,9 @@
 // firings included.
 //
 // `--count idle_setup` / `idle_timeout` (workload_counts.hpp) run the setup
-// and then IDLE_COUNTED_STEPS steps untimed, for cachegrind.
+// and then IDLE_COUNTED_TICKS ticks' steps untimed, for cachegrind: past
+// the first 16 384-tick boundary, so the count holds a whole t[1] slot's
+// staging, with the re-files of the timers pushed past it.
 #ifndef BENCH_WORKLOAD_IDLE_TIMEOUT_HPP
 #define BENCH_WORKLOAD_IDLE_TIMEOUT_HPP
 
@@ -48,7 +50,7 @@ constexpr uint32_t IDLE_TIMEOUT = 30000;          // ticks of silence before a k
 // N / IDLE_PACKET_INTERVAL steps
 constexpr size_t IDLE_PACKET_INTERVAL = 1000;
 constexpr uint64_t IDLE_RUN_TICKS = 40000;        // the run: past 2 x 16 384
-constexpr size_t IDLE_COUNTED_STEPS = 2000000;    // --count: 2000 ticks at N = 1M
+constexpr uint64_t IDLE_COUNTED_TICKS = 17000;    // --count: past 16 384
 // Above this N only the structures the targets name run: at 10M a run is
 // 400M steps, minutes per structure (tree_map's would be the best part of
 // an hour). Up to it every structure runs, so --quick (N up to 100k)
@@ -153,8 +155,8 @@ template <class S> void idle_timeout_run(S &s, size_t n)
     record(s.name, n, "idle_timeout_worst_tick", (double)worst / 1e3, "us");
 }
 
-// `--count idle_setup` / `idle_timeout`: the setup, then IDLE_COUNTED_STEPS
-// steps, untimed; exits after the stage asked for (see workload_counts.hpp).
+// `--count idle_setup` / `idle_timeout`: the setup, then IDLE_COUNTED_TICKS
+// ticks' steps, untimed; exits after the stage asked for (see workload_counts.hpp).
 // Nothing runs before them, so the two runs differ by the steps alone.
 template <class S> [[noreturn]] void idle_timeout_count(S &s, size_t n, const std::string &stop)
 {
@@ -166,8 +168,8 @@ template <class S> [[noreturn]] void idle_timeout_count(S &s, size_t n, const st
     idle_setup(s, c, r);
     size_t ops = n;
     if (stop != "idle_setup") {
-        idle_steps(s, c, IDLE_COUNTED_STEPS, r);
-        ops = IDLE_COUNTED_STEPS;
+        ops = IDLE_COUNTED_TICKS * idle_steps_per_tick(n);
+        idle_steps(s, c, ops, r);
     }
     std::printf("count %s %s %zu fired %" PRIu64 "\n", s.name, stop.c_str(), ops, g_fired);
     std::fflush(stdout);
