@@ -1026,9 +1026,9 @@ static uint32_t next_position(const tw_wheel *w, uint32_t position)
  * of the next block and for the block after that, so that many misses are
  * in flight while nodes are handled. A dispatch (`calls`) asks for the
  * nodes' calls too, and so does the staging into near: a call was last
- * touched by its add, and asked for as its node moves into near (at most
- * a level-0 span before it fires) it is in cache when the dispatch reads
- * it, instead of a miss per fired timer. Compaction never reads them. Inlined by force: GCC
+ * touched by its add, and asked for as its node moves into near (less
+ * than two level-0 spans before it fires) it is in cache when the
+ * dispatch reads it, instead of a miss per fired timer. Compaction never reads them. Inlined by force: GCC
  * deems a void function that only prefetches pure and deletes its calls. */
 #if defined(__GNUC__)
 static HOT_INLINE void
@@ -1214,7 +1214,7 @@ static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
 }
 
 /* The start of a walk from a queue's head, which prefetches on entering a
- * block (`calls`: a dispatch). */
+ * block (`calls`: a dispatch, or a staging into near). */
 static void prefetch_queue(const tw_wheel *w, unsigned list, int calls)
 {
     if (w->queues[list].entries)
