@@ -495,8 +495,9 @@ TW_EXPORT int64_t tw_advance(tw_wheel *wheel, uint64_t ticks);
  * comes before it, has lost the timer that was its earliest (cancelled or
  * rescheduled, pushed later included) and still holds more than 32 pending
  * timers. Then the answer may be that departed timer's tick: a waiter
- * wakes early once, finds nothing due, and the next answer is exact (the
- * slot has been moved down by then). Never 0 unless something is due.
+ * wakes early once for that slot, finds nothing due, and the slot has
+ * been moved down by then (a second such slot can make it wake early
+ * once more before the answer is exact). Never 0 unless something is due.
  * For an always-exact figure, see tw_stats.next_expiry_exact (which may
  * read a whole slot). Thread-safe. */
 TW_EXPORT uint64_t tw_next_expiry(tw_wheel *wheel);
