@@ -1026,10 +1026,11 @@ static uint32_t next_position(const tw_wheel *w, uint32_t position)
  * of the next block and for the block after that, so that many misses are
  * in flight while nodes are handled. A dispatch (`calls`) asks for the
  * nodes' calls too, and so does the staging into near: a call was last
- * touched by its add, and asked for as its node moves into near (less
- * than two level-0 spans before it fires) it is in cache when the
- * dispatch reads it, instead of a miss per fired timer. Compaction never reads them. Inlined by force: GCC
- * deems a void function that only prefetches pure and deletes its calls. */
+ * touched by its add; asked for as its node moves into near (less than
+ * two level-0 spans before it fires), it is in cache when the dispatch
+ * reads it instead of costing a miss per fired timer. Compaction never
+ * reads them. Inlined by force: GCC deems a void function that only
+ * prefetches pure and deletes its calls. */
 #if defined(__GNUC__)
 static HOT_INLINE void
 prefetch_block(const tw_wheel *w, uint32_t block, unsigned from, int calls)
