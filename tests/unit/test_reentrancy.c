@@ -423,9 +423,6 @@ static void test_thread_start_in_destroy_hook(void **state)
     assert_false(cell.thread_started);
 }
 
-/* An add that failed with ENOMEM used up one of the 255 release-function
- * slots, so repeated failures ended in a false EMFILE. */
-
 /* 300 distinct release functions: the table dedups by function pointer. */
 #define RELEASE_FN(n)                                                         \
     static void release_##n(void *p) { (void)p; }
@@ -440,6 +437,8 @@ static tw_release *const distinct_releases[] = {
     TENS(RELEASE_NAME, 1) TENS(RELEASE_NAME, 2) TENS(RELEASE_NAME, 3)};
 #define DISTINCT (sizeof distinct_releases / sizeof distinct_releases[0])
 
+/* An add that failed with ENOMEM used up one of the 255 release-function
+ * slots, so repeated failures ended in a false EMFILE. */
 static void test_failed_add_keeps_release_slot(void **state)
 {
     (void)state;
