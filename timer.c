@@ -912,9 +912,10 @@ static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
  * once each.
  *
  * Blocks never fail to come when a node moves (staging, periodic re-arm):
- * the operations that add an entry (an add, a reschedule that moves its
- * timer now) first grow the block pool so that every queue can take its
- * share. A slot's occupancy bit is set
+ * entries never outnumber what the blocks support (entries_supported),
+ * with one kept for a re-arm. An add grows the block pool first, or fails;
+ * a reschedule that moves its timer now grows it when it can and else
+ * compacts the queue it leaves (move_now). A slot's occupancy bit is set
  * exactly when it holds a live entry. */
 
 static struct block *block_at(const tw_wheel *w, uint32_t block)
@@ -1653,6 +1654,21 @@ static void compact_start(tw_wheel *w, struct queue *q)
     q->compact_read = q->compact_write = q->head;
     q->compact_holes = 0;
     prefetch_ahead(w, q->head, 1, 0);
+}
+
+/* Compacts a queue from its head to its tail in one call, dropping every
+ * stale entry in it (those a compaction under way had passed too); a queue
+ * already emptied is left alone. For a move that found the block pool
+ * short (see move_now). */
+static COLD void compact_whole(tw_wheel *w, unsigned list)
+{
+    struct queue *q = &w->queues[list];
+    if (!q->entries)
+        return;
+    compact_abandon(q);
+    compact_start(w, q);
+    while (q->compact_read != NO_POSITION)
+        compact_step(w, q);
 }
 
 static int staging_now(const tw_wheel *w, unsigned list)
@@ -3044,13 +3060,23 @@ static HOT_INLINE int moves_in_place(const tw_wheel *w, const struct node *n,
 }
 
 /* Moves a timer now: a new entry where an add would file it, the old one
- * left stale. Out of line, so that the move in place stays a short
- * function. */
+ * left stale. The entry comes from the block pool, grown first when it can
+ * be. When the allocator refuses, the queue the node leaves is compacted
+ * at once: that takes back at least the entry it left there, so the move
+ * never fails for memory (a periodic timer whose callback runs has no
+ * entry: it takes the one kept for its re-arm, see reserve_entries). That
+ * compaction costs a pass over the queue, paid only while memory is short.
+ * Out of line, so that the move in place stays a short function. */
 static NOINLINE void move_now(tw_wheel *w, uint32_t index, struct node *n,
                               uint64_t due, uint64_t delay)
 {
-    if (n->state == NODE_LINKED)
+    int short_of_entries = reserve_entries(w, 1) != 0;
+    if (n->state == NODE_LINKED) {
+        unsigned list = list_of(n);
         unlink_node(w, n);
+        if (short_of_entries)
+            compact_whole(w, list);
+    }
     schedule_call(w, index, n, due, delay);
 }
 
@@ -3059,7 +3085,7 @@ static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t
     uint32_t index;
     struct node *n;
     uint64_t clock, due = 0;
-    int result = 1, in_place = 0;
+    int result = 1;
     if (!w)
         return -EINVAL;
     if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
@@ -3071,8 +3097,6 @@ static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t
         result = 0;
     else if ((due = due_of(w, delay, clock)) == TW_NEVER)
         result = -ERANGE;
-    else if (!(in_place = moves_in_place(w, n, due, delay)) && reserve_entries(w, 1))
-        result = -ENOMEM;
     if (result != 1) {
         unlock(w);
         return result;
@@ -3083,7 +3107,7 @@ static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t
     if (interval != KEEP_INTERVAL)
         set_interval(n, (uint32_t)interval);
     n->stamp = ++w->stamp;
-    if (in_place) {
+    if (moves_in_place(w, n, due, delay)) {
         forget_least(w, n->list - LIST_LEVEL0, n->expire);
         n->expire = (uint32_t)due;
         n->moved_later = 1;

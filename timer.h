@@ -197,8 +197,7 @@ struct tw_stats {
  *     tw_add_periodic                      ENOSPC, ENOMEM, EBUSY,
  *                                          EMFILE (add_ex)
  *   tw_cancel             1 (cancelled)    0 (nothing to cancel)    -EINVAL
- *   tw_reschedule(_ex)    1 (moved)        0 (not live), -ERANGE,   -EINVAL
- *                                          -ENOMEM
+ *   tw_reschedule(_ex)    1 (moved)        0 (not live), -ERANGE    -EINVAL
  *   tw_expire, tw_advance callbacks run    -EBUSY, -ERANGE          -EINVAL
  *   tw_thread_start       0                -EINVAL, -EBUSY, a       -EINVAL
  *                                          negated pthread error
@@ -417,17 +416,19 @@ TW_EXPORT tw_id tw_add_ex(tw_wheel *wheel, uint64_t delay, uint64_t interval,
  * Returns -EINVAL for a NULL wheel. Thread-safe. */
 TW_EXPORT int tw_cancel(tw_wheel *wheel, tw_id id);
 
-/* Moves a live timer in O(1) so that it is next due `delay` ticks from now,
- * "now" as in tw_add() (a periodic timer then continues every interval from
+/* Moves a live timer so that it is next due `delay` ticks from now, "now"
+ * as in tw_add() (a periodic timer then continues every interval from
  * there). Counts as a new insertion for ordering within a tick. Returns 1
  * on success; 0 when the id is not live (including a one-shot whose
  * callback has started); -EINVAL for a NULL wheel; -ERANGE as tw_add()'s
- * ERANGE, -ENOMEM when the slot entry it needs cannot be allocated (in
- * both cases the timer is left untouched). Pushing a timer that waits to
- * fire, due more than 512 ticks from now, to a later tick with a delay of
- * at least 1 (an idle timeout, on every packet) needs no entry: it never
- * allocates and never fails for memory. Other moves (earlier, nearer,
- * delay 0, or of a periodic timer whose callback runs) take a new entry.
+ * ERANGE (the timer is then left untouched). Never fails for memory.
+ * Pushing a timer that waits to fire, due more than 512 ticks from now, to
+ * a later tick with a delay of at least 1 (an idle timeout, on every
+ * packet) writes its node and nothing else: O(1), no allocation. Other
+ * moves (earlier, nearer, delay 0, or of a periodic timer whose callback
+ * runs) take a new slot entry: the pool of entries grows through the
+ * allocator when it can; when the allocator refuses, the slot the timer
+ * leaves is compacted to make room, which costs a pass over that slot.
  * Thread-safe. */
 TW_EXPORT int tw_reschedule(tw_wheel *wheel, tw_id id, uint64_t delay);
 

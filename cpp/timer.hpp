@@ -704,8 +704,8 @@ public:
      * its interval from there. false when the timer is not pending (a
      * one-shot cannot be rescheduled from its own callback: add a new timer
      * instead). Throws std::system_error(ERANGE) when delay exceeds the
-     * wheel's range, or (ENOMEM) when the wheel cannot allocate (the timer
-     * is left as it was). */
+     * wheel's range (the timer is left as it was); never fails for memory
+     * (see tw_reschedule()). */
     template <class Rep, class Period>
     bool reschedule(std::chrono::duration<Rep, Period> delay)
     {
