@@ -648,11 +648,9 @@ static COLD void adaptive_wait_driver(struct wheel_lock *l)
  * threads than cores a woken thread may wait a whole time slice for a
  * core, and a lock reserved for it would stand idle all that time (a ticket
  * lock's collapse). Nobody waiting, it is one compare-and-swap. */
-static void adaptive_release(struct wheel_lock *l)
+static COLD void adaptive_release_waiters(struct wheel_lock *l, unsigned word)
 {
-    unsigned word = LOCK_HELD, next, state = DRIVER_ASLEEP;
-    if (spin_claim_sc(&l->word, &word, 0u))
-        return;
+    unsigned next, state = DRIVER_ASLEEP;
     do { /* a driver that is due is next: its unlock wakes the sleepers */
         next = word & ~LOCK_HELD;
         if (!driver_due(word))
@@ -664,6 +662,13 @@ static void adaptive_release(struct wheel_lock *l)
         unpark(&l->driver_waiting, 1);
     else if ((word & LOCK_SLEEPERS) && !(next & LOCK_SLEEPERS))
         unpark(&l->word, 1);
+}
+
+static HOT_INLINE void adaptive_release(struct wheel_lock *l)
+{
+    unsigned word = LOCK_HELD;
+    if (!spin_claim_sc(&l->word, &word, 0u))
+        adaptive_release_waiters(l, word);
 }
 
 /* `driver`: the driving thread (from begin_drive, and retaking the lock
@@ -694,12 +699,31 @@ static HOT_INLINE void lock_acquire(struct wheel_lock *l, int driver)
     TW_TEST_LOCK_EVENT(l, LOCK_EV_PRODUCER_TOOK + driver);
 }
 
+/* A producer's acquire that never waits and makes no call: 1 with the
+ * lock held; 0 when it is taken (or, for the adaptive lock, when a driver
+ * waits for it: the waiting path counts the producers that pass it) and
+ * always for a mutex, which has no trylock without a call. Lets a hot path
+ * save no registers, and take the lock with lock() out of line on 0. */
+static HOT_INLINE int lock_try(struct wheel_lock *l)
+{
+    int taken;
+    if (l->kind == TW_LOCK_ADAPTIVE) /* first: the default */
+        taken = adaptive_try(l, LOCK_HELD);
+    else if (l->kind == TW_LOCK_NONE)
+        return 1;
+    else
+        taken = l->kind == TW_LOCK_SPIN && spin_try_as(l, 0);
+    if (taken)
+        TW_TEST_LOCK_EVENT(l, LOCK_EV_PRODUCER_TOOK);
+    return taken;
+}
+
 static HOT_INLINE void lock_release(struct wheel_lock *l)
 {
-    if (l->kind == TW_LOCK_NONE)
-        return;
-    if (l->kind == TW_LOCK_ADAPTIVE)
+    if (l->kind == TW_LOCK_ADAPTIVE) /* first: the default */
         adaptive_release(l);
+    else if (l->kind == TW_LOCK_NONE)
+        return;
     else if (l->kind == TW_LOCK_SPIN)
         spin_store_release(&l->word, 0u);
     else
@@ -1698,23 +1722,38 @@ static void compact_some(tw_wheel *w, unsigned list)
     compact_step(w, q);
 }
 
-/* Takes a node out of its queue; its entry stays behind, stale. Inlined:
- * it is most of a cancel, which is short enough for the CPU to overlap the
- * cache misses of consecutive calls only if it stays small. */
-static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
+/* A queue that has just lost a live entry: emptied, it gives its blocks
+ * back; else it is compacted a step when due (see compact_some). */
+static NOINLINE void settle_queue(tw_wheel *w, unsigned list)
 {
-    unsigned list = list_of(n);
+    if (w->queues[list].count == 0)
+        queue_drop(w, list);
+    else
+        compact_some(w, list);
+}
+
+/* Takes a node out of its queue `list`; its entry stays behind, stale.
+ * Returns 1 when the queue must then be settled (settle_queue): the caller
+ * may finish with the node first, so that the call comes last. Inlined: it
+ * is most of a cancel, which is short enough for the CPU to overlap the
+ * cache misses of consecutive calls only if it stays small. */
+static HOT_INLINE int take_out(tw_wheel *w, struct node *n, unsigned list)
+{
     struct queue *q = &w->queues[list];
     n->list = LIST_NONE;
     n->state = NODE_DETACHED;
     n->position = NO_POSITION;
     if (is_level_slot(list))
         forget_least(w, list - LIST_LEVEL0, n->expire);
-    if (--q->count == 0)
-        queue_drop(w, list);
-    else if (q->compact_read != NO_POSITION ||
-             q->entries - q->count > 2 * q->count + BLOCK_ENTRIES)
-        compact_some(w, list);
+    return --q->count == 0 || q->compact_read != NO_POSITION ||
+           q->entries - q->count > 2 * q->count + BLOCK_ENTRIES;
+}
+
+static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
+{
+    unsigned list = list_of(n);
+    if (take_out(w, n, list))
+        settle_queue(w, list);
 }
 
 /* ==== order =============================================================
@@ -2983,9 +3022,9 @@ TW_EXPORT tw_id tw_add_ex(tw_wheel *w, uint64_t delay, uint64_t interval,
     return add_timer(w, delay, interval, callback, release, user_data);
 }
 
-/* tw_cancel past its common case; lock held, n as node_of found it. Out of
- * line so that the common case stays a short function. */
-static COLD int cancel_rest(tw_wheel *w, struct node *n, uint32_t index)
+/* tw_cancel in every case; lock held, n as node_of found it. Out of line:
+ * tw_cancel inlines only its common case. */
+static NOINLINE int cancel_locked(tw_wheel *w, struct node *n, uint32_t index)
 {
     int cancelled;
     uint32_t generation;
@@ -3022,24 +3061,47 @@ static COLD int cancel_rest(tw_wheel *w, struct node *n, uint32_t index)
     return cancelled;
 }
 
+/* tw_cancel with a lock to wait for. */
+static NOINLINE int cancel_rest(tw_wheel *w, tw_id id)
+{
+    uint32_t index = NIL;
+    struct node *n;
+    lock(w);
+    n = node_of(w, id, &index);
+    return cancel_locked(w, n, index);
+}
+
+/* The end of a cancel whose queue needs settling. */
+static NOINLINE int settle_and_unlock(tw_wheel *w, unsigned list)
+{
+    settle_queue(w, list);
+    unlock(w);
+    return 1;
+}
+
 TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
 {
     uint32_t index = NIL;
     struct node *n;
+    unsigned list;
+    int settle;
     if (!w)
         return -EINVAL;
-    lock(w);
+    if (!lock_try(&w->lock))
+        return cancel_rest(w, id);
     n = node_of(w, id, &index);
     /* the common case: a pending timer with no release hook to run */
-    if (n && n->state == NODE_LINKED && !n->release && w->running != index) {
-        unlink_node(w, n);
-        w->live--;
-        w->cancelled++;
-        node_free(w, n, index);
-        unlock(w);
-        return 1;
-    }
-    return cancel_rest(w, n, index);
+    if (!n || n->state != NODE_LINKED || n->release || w->running == index)
+        return cancel_locked(w, n, index);
+    list = list_of(n);
+    settle = take_out(w, n, list);
+    w->live--;
+    w->cancelled++;
+    node_free(w, n, index);
+    if (settle)
+        return settle_and_unlock(w, list);
+    unlock(w);
+    return 1;
 }
 
 /* KEEP_INTERVAL: tw_reschedule, which leaves the interval as it is. */
@@ -3066,9 +3128,10 @@ static HOT_INLINE int moves_in_place(const tw_wheel *w, const struct node *n,
  * never fails for memory (a periodic timer whose callback runs has no
  * entry: it takes the one kept for its re-arm, see reserve_entries). That
  * compaction costs a pass over the queue, paid only while memory is short.
- * Out of line, so that the move in place stays a short function. */
-static NOINLINE void move_now(tw_wheel *w, uint32_t index, struct node *n,
-                              uint64_t due, uint64_t delay)
+ * Lock held; the move ends the reschedule: it unlocks and returns 1. Out of
+ * line, and called last, so that the move in place saves no registers. */
+static NOINLINE int move_now(tw_wheel *w, uint32_t index, struct node *n,
+                             uint64_t due, uint64_t delay)
 {
     int short_of_entries = reserve_entries(w, 1) != 0;
     if (n->state == NODE_LINKED) {
@@ -3078,21 +3141,27 @@ static NOINLINE void move_now(tw_wheel *w, uint32_t index, struct node *n,
             compact_whole(w, list);
     }
     schedule_call(w, index, n, due, delay);
+    unlock(w);
+    return 1;
 }
 
-static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
+/* The move in place itself: the node's tick, a flag for tw_check, and the
+ * slot's least tick marked stale if the node held it. */
+static HOT_INLINE void move_in_place(tw_wheel *w, struct node *n, uint64_t due)
 {
-    uint32_t index;
-    struct node *n;
-    uint64_t clock, due = 0;
+    forget_least(w, n->list - LIST_LEVEL0, n->expire);
+    n->expire = (uint32_t)due;
+    n->moved_later = 1;
+}
+
+/* tw_reschedule in every case; lock held, n as node_of found it, `clock`
+ * as call_clock read it. Out of line, so that the common case, inlined in
+ * tw_reschedule, saves no registers. */
+static NOINLINE int reschedule_locked(tw_wheel *w, struct node *n, uint32_t index,
+                                      uint64_t delay, uint64_t interval, uint64_t clock)
+{
+    uint64_t due = 0;
     int result = 1;
-    if (!w)
-        return -EINVAL;
-    if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
-        return -ERANGE;
-    clock = call_clock(w);
-    lock(w);
-    n = node_of(w, id, &index);
     if (!n || w->destroying || !(n->state == NODE_LINKED || n->state == NODE_REARMING))
         result = 0;
     else if ((due = due_of(w, delay, clock)) == TW_NEVER)
@@ -3107,14 +3176,50 @@ static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t
     if (interval != KEEP_INTERVAL)
         set_interval(n, (uint32_t)interval);
     n->stamp = ++w->stamp;
-    if (moves_in_place(w, n, due, delay)) {
-        forget_least(w, n->list - LIST_LEVEL0, n->expire);
-        n->expire = (uint32_t)due;
-        n->moved_later = 1;
-    } else {
-        move_now(w, index, n, due, delay);
-    }
     w->rescheduled++;
+    if (!moves_in_place(w, n, due, delay))
+        return move_now(w, index, n, due, delay);
+    move_in_place(w, n, due);
+    unlock(w);
+    return 1;
+}
+
+/* tw_reschedule with a clock to read (before the lock: a clock_fn may be
+ * slow) or a lock to wait for. */
+static NOINLINE int reschedule_rest(tw_wheel *w, tw_id id, uint64_t delay,
+                                    uint64_t interval)
+{
+    uint32_t index = NIL;
+    struct node *n;
+    uint64_t clock = call_clock(w);
+    lock(w);
+    n = node_of(w, id, &index);
+    return reschedule_locked(w, n, index, delay, interval, clock);
+}
+
+/* The common cases inline: a pending timer of a tick-driven wheel, keeping
+ * its interval, moved in place (an idle timeout on every packet) or now.
+ * Every other case, and every error, goes out of line. */
+static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
+{
+    uint32_t index = NIL;
+    struct node *n;
+    uint64_t due;
+    if (!w)
+        return -EINVAL;
+    if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
+        return -ERANGE;
+    if (interval != KEEP_INTERVAL || clock_mode(w) < MODE_TICKS || !lock_try(&w->lock))
+        return reschedule_rest(w, id, delay, interval);
+    n = node_of(w, id, &index);
+    due = w->now + delay;
+    if (!n || n->state != NODE_LINKED || w->destroying || due == TW_NEVER)
+        return reschedule_locked(w, n, index, delay, interval, NO_READING);
+    n->stamp = ++w->stamp;
+    w->rescheduled++;
+    if (!moves_in_place(w, n, due, delay))
+        return move_now(w, index, n, due, delay);
+    move_in_place(w, n, due);
     unlock(w);
     return 1;
 }
