@@ -3184,37 +3184,33 @@ static NOINLINE int reschedule_locked(tw_wheel *w, struct node *n, uint32_t inde
     return 1;
 }
 
-/* tw_reschedule with a clock to read (before the lock: a clock_fn may be
- * slow) or a lock to wait for. */
-static NOINLINE int reschedule_rest(tw_wheel *w, tw_id id, uint64_t delay,
-                                    uint64_t interval)
+/* tw_reschedule with a lock to wait for; `clock` as call_clock read it. */
+static NOINLINE int reschedule_waiting(tw_wheel *w, tw_id id, uint64_t delay,
+                                       uint64_t interval, uint64_t clock)
 {
     uint32_t index = NIL;
     struct node *n;
-    uint64_t clock = call_clock(w);
     lock(w);
     n = node_of(w, id, &index);
     return reschedule_locked(w, n, index, delay, interval, clock);
 }
 
-/* The common cases inline: a pending timer of a tick-driven wheel, keeping
- * its interval, moved in place (an idle timeout on every packet) or now.
- * Every other case, and every error, goes out of line. */
-static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
+/* The common cases, inlined twice (see reschedule): a pending timer moved
+ * with its interval kept, in place (an idle timeout on every packet) or
+ * now. Every other case, a wait and every error go out of line, last, so
+ * that a tick-driven wheel's common case saves no registers. */
+static HOT_INLINE int reschedule_fast(tw_wheel *w, tw_id id, uint64_t delay,
+                                      uint64_t interval, uint64_t clock)
 {
     uint32_t index = NIL;
     struct node *n;
     uint64_t due;
-    if (!w)
-        return -EINVAL;
-    if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
-        return -ERANGE;
-    if (interval != KEEP_INTERVAL || clock_mode(w) < MODE_TICKS || !lock_try(&w->lock))
-        return reschedule_rest(w, id, delay, interval);
+    if (!lock_try(&w->lock))
+        return reschedule_waiting(w, id, delay, interval, clock);
     n = node_of(w, id, &index);
-    due = w->now + delay;
-    if (!n || n->state != NODE_LINKED || w->destroying || due == TW_NEVER)
-        return reschedule_locked(w, n, index, delay, interval, NO_READING);
+    if (!n || n->state != NODE_LINKED || w->destroying || interval != KEEP_INTERVAL ||
+        (due = due_of(w, delay, clock)) == TW_NEVER)
+        return reschedule_locked(w, n, index, delay, interval, clock);
     n->stamp = ++w->stamp;
     w->rescheduled++;
     if (!moves_in_place(w, n, due, delay))
@@ -3222,6 +3218,25 @@ static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t
     move_in_place(w, n, due);
     unlock(w);
     return 1;
+}
+
+/* A clock-driven wheel's reschedule: the clock is read before the lock (a
+ * clock_fn may be slow), which takes a call. */
+static NOINLINE int reschedule_clocked(tw_wheel *w, tw_id id, uint64_t delay,
+                                       uint64_t interval)
+{
+    return reschedule_fast(w, id, delay, interval, call_clock(w));
+}
+
+static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
+{
+    if (!w)
+        return -EINVAL;
+    if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
+        return -ERANGE;
+    if (clock_mode(w) < MODE_TICKS)
+        return reschedule_clocked(w, id, delay, interval);
+    return reschedule_fast(w, id, delay, interval, NO_READING);
 }
 
 TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
