@@ -678,9 +678,7 @@ static HOT_INLINE void adaptive_release(struct wheel_lock *l)
  * the event by `driver` (each driver event follows its producer one). */
 static HOT_INLINE void lock_acquire(struct wheel_lock *l, int driver)
 {
-    if (l->kind == TW_LOCK_NONE) /* first: it has nothing else to pay */
-        return;
-    if (l->kind == TW_LOCK_ADAPTIVE) {
+    if (l->kind == TW_LOCK_ADAPTIVE) { /* first: the default */
         if (!adaptive_try(l, LOCK_HELD)) {
             TW_TEST_LOCK_EVENT(l, LOCK_EV_PRODUCER_WAITS + driver);
             if (driver)
@@ -688,6 +686,8 @@ static HOT_INLINE void lock_acquire(struct wheel_lock *l, int driver)
             else
                 adaptive_wait(l);
         }
+    } else if (l->kind == TW_LOCK_NONE) {
+        return;
     } else if (l->kind == TW_LOCK_SPIN) {
         if (!spin_try_as(l, driver)) {
             TW_TEST_LOCK_EVENT(l, LOCK_EV_PRODUCER_WAITS + driver);
