@@ -446,7 +446,8 @@ static int highest_bit(uint32_t x) /* x != 0 */
  * TW_LOCK_MUTEX is a pthread mutex: no priority for the driver.
  *
  * Its interface: lock_init and lock_destroy; lock_acquire (as the driver
- * or a producer) and lock_release; and the driver claim, the one guard that keeps a
+ * or a producer), lock_try (a producer's, which never waits: for the hot
+ * paths) and lock_release; and the driver claim, the one guard that keeps a
  * second thread from driving the wheel: taken before the lock, so that the
  * lock knows which single thread to serve first. Outside this section,
  * code asks for the lock's kind and nothing more. Off Linux, where there is
@@ -647,7 +648,8 @@ static COLD void adaptive_wait_driver(struct wheel_lock *l)
  * unlock to wake. The lock is never handed to a sleeping thread: with more
  * threads than cores a woken thread may wait a whole time slice for a
  * core, and a lock reserved for it would stand idle all that time (a ticket
- * lock's collapse). Nobody waiting, it is one compare-and-swap. */
+ * lock's collapse). Nobody waiting, it is one compare-and-swap, inline
+ * (adaptive_release); this is the rest, `word` as that one found it. */
 static COLD void adaptive_release_waiters(struct wheel_lock *l, unsigned word)
 {
     unsigned next, state = DRIVER_ASLEEP;
@@ -3154,6 +3156,20 @@ static HOT_INLINE void move_in_place(tw_wheel *w, struct node *n, uint64_t due)
     n->moved_later = 1;
 }
 
+/* The end of every reschedule that moves its timer: its new stamp, then
+ * the move in place or now; unlocks and returns 1. */
+static HOT_INLINE int reschedule_move(tw_wheel *w, uint32_t index, struct node *n,
+                                      uint64_t due, uint64_t delay)
+{
+    n->stamp = ++w->stamp;
+    w->rescheduled++;
+    if (!moves_in_place(w, n, due, delay))
+        return move_now(w, index, n, due, delay);
+    move_in_place(w, n, due);
+    unlock(w);
+    return 1;
+}
+
 /* tw_reschedule in every case; lock held, n as node_of found it, `clock`
  * as call_clock read it. Out of line, so that the common case, inlined in
  * tw_reschedule, saves no registers. */
@@ -3175,13 +3191,7 @@ static NOINLINE int reschedule_locked(tw_wheel *w, struct node *n, uint32_t inde
      * next starts, as any one-shot's. */
     if (interval != KEEP_INTERVAL)
         set_interval(n, (uint32_t)interval);
-    n->stamp = ++w->stamp;
-    w->rescheduled++;
-    if (!moves_in_place(w, n, due, delay))
-        return move_now(w, index, n, due, delay);
-    move_in_place(w, n, due);
-    unlock(w);
-    return 1;
+    return reschedule_move(w, index, n, due, delay);
 }
 
 /* tw_reschedule with a lock to wait for; `clock` as call_clock read it. */
@@ -3211,13 +3221,7 @@ static HOT_INLINE int reschedule_fast(tw_wheel *w, tw_id id, uint64_t delay,
     if (!n || n->state != NODE_LINKED || w->destroying || interval != KEEP_INTERVAL ||
         (due = due_of(w, delay, clock)) == TW_NEVER)
         return reschedule_locked(w, n, index, delay, interval, clock);
-    n->stamp = ++w->stamp;
-    w->rescheduled++;
-    if (!moves_in_place(w, n, due, delay))
-        return move_now(w, index, n, due, delay);
-    move_in_place(w, n, due);
-    unlock(w);
-    return 1;
+    return reschedule_move(w, index, n, due, delay);
 }
 
 /* A clock-driven wheel's reschedule: the clock is read before the lock (a
