@@ -258,7 +258,9 @@ struct tw_stats {
  *
  * [1] 1 for a timer that tw_destroy has not released yet (its hook then
  *     runs once, from that cancel), else 0.
- * [2] a one-shot's id died as its callback started: 0; periodic: 1.
+ * [2] a one-shot's id died as its callback started: 0; periodic: 1, unless
+ *     another thread's tw_cancel, waiting for this callback, has cancelled
+ *     it already (that one returns 1, this call 0).
  * [3] the tw_cancel that ran the hook destroys the wheel when the hook
  *     returns (pending timers released, none fired), then returns 1. The
  *     wheel must not be used after either call.
@@ -409,7 +411,8 @@ TW_EXPORT tw_id tw_add_ex(tw_wheel *wheel, uint64_t delay, uint64_t interval,
  * When the timer's callback is running on another thread, waits for it and
  * its release hook to finish (a one-shot then returns 0, a periodic timer 1),
  * so the callback is never running once tw_cancel has returned. From inside
- * that callback it returns at once (one-shot 0, periodic 1). Deadlock rule:
+ * that callback it returns at once (one-shot 0, periodic 1, or 0 when a
+ * waiting tw_cancel on another thread cancelled it first). Deadlock rule:
  * do not call tw_cancel() while holding a lock that the timer's callback
  * (or its release hook) may take: it waits for a callback that waits for
  * you. The wait sleeps (a condition variable), it does not poll.

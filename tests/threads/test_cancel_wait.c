@@ -15,7 +15,9 @@
  * Waits share one condition variable, so every wake-up must reach them
  * all: two cancellers of one running callback both return, and stopping
  * the timer thread while a cancel waits stops it (it does not sleep out
- * its hour-long period).
+ * its hour-long period). A periodic callback's own cancel and reschedule,
+ * once a cancel waiting for it has taken its timer, return 0, and that
+ * cancel returns 1.
  */
 #define TW_NO_FUTEX 1
 #define TW_TEST_LOCK_EVENT(lock, what) lock_event((what))
@@ -136,6 +138,62 @@ static void test_two_cancellers_both_return(void **state)
     thr_destroy(two.w);
 }
 
+/* ---- a periodic callback's own calls after a waiting cancel took it ----- */
+
+/* The callback holds still until another thread's cancel waits for it:
+ * that cancel has already cancelled the timer, so the callback's own
+ * cancel and reschedule of its id find it dead (0), and the waiting cancel
+ * returns 1; the timer is released once (timer.h, note [2]). */
+static struct {
+    tw_wheel *w;
+    tw_id id;
+    atomic_int started, result, releases;
+    int own_cancel, own_reschedule;
+} own;
+
+static void own_calls_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)data;
+    atomic_store(&own.started, 1);
+    THR_WAIT_UNTIL(waits_now(w) > 0);
+    own.own_reschedule = tw_reschedule(w, id, 5);
+    own.own_cancel = tw_cancel(w, id);
+}
+
+static void own_release(void *data)
+{
+    (void)data;
+    atomic_fetch_add(&own.releases, 1);
+}
+
+static void *own_canceller_main(void *argument)
+{
+    (void)argument;
+    THR_WAIT_UNTIL(atomic_load(&own.started));
+    atomic_store(&own.result, 10 + tw_cancel(own.w, own.id));
+    return NULL;
+}
+
+static void test_own_calls_after_a_waiting_cancel(void **state)
+{
+    pthread_t canceller;
+    memset(&own, 0, sizeof own);
+    own.w = thr_wheel(thr_lock_of(state), 1000, NULL, NULL);
+    own.id = tw_add_ex(own.w, 1, 5, own_calls_cb, own_release, NULL);
+    assert_int_not_equal(own.id, 0);
+    assert_int_equal(pthread_create(&canceller, NULL, own_canceller_main, NULL), 0);
+    assert_int_equal(tw_advance(own.w, 1), 1);
+    assert_int_equal(pthread_join(canceller, NULL), 0);
+    assert_int_equal(atomic_load(&own.result), 11);
+    assert_int_equal(own.own_reschedule, 0);
+    assert_int_equal(own.own_cancel, 0);
+    assert_int_equal(atomic_load(&own.releases), 1);
+    assert_int_equal(tw_count(own.w), 0);
+    assert_int_equal(tw_advance(own.w, 20), 0); /* never again */
+    assert_int_equal(tw_check(own.w), 0);
+    thr_destroy(own.w);
+}
+
 /* ---- stopping the timer thread while a cancel waits --------------------- */
 
 static struct {
@@ -213,6 +271,9 @@ int main(void)
         T_SPIN(test_two_cancellers_both_return),
         T_ADAPTIVE(test_two_cancellers_both_return),
         T_MUTEX(test_two_cancellers_both_return),
+        T_SPIN(test_own_calls_after_a_waiting_cancel),
+        T_ADAPTIVE(test_own_calls_after_a_waiting_cancel),
+        T_MUTEX(test_own_calls_after_a_waiting_cancel),
         T_SPIN(test_stop_reaches_the_timer_thread),
         T_ADAPTIVE(test_stop_reaches_the_timer_thread),
         T_MUTEX(test_stop_reaches_the_timer_thread),
