@@ -429,9 +429,10 @@ TW_EXPORT int tw_cancel(tw_wheel *wheel, tw_id id);
  * a later tick with a delay of at least 1 (an idle timeout, on every
  * packet) writes its node and nothing else: O(1), no allocation. Other
  * moves (earlier, nearer, delay 0, or of a periodic timer whose callback
- * runs) take a new slot entry: the pool of entries grows through the
- * allocator when it can; when the allocator refuses, the slot the timer
- * leaves is compacted to make room, which costs a pass over that slot.
+ * runs) take a new slot entry, also in O(1): the pool of entries grows
+ * through the allocator when it can; when the allocator refuses, the slot
+ * the timer leaves is compacted to make room, which costs a pass over that
+ * slot.
  * Thread-safe. */
 TW_EXPORT int tw_reschedule(tw_wheel *wheel, tw_id id, uint64_t delay);
 
