@@ -29,29 +29,12 @@
 #include "../../timer.c"
 
 #include "helpers.h"
+#include "pool_reserve.h"
 
 #define FILLER 9999        /* tag of the timers that only fill the pool */
 #define LONG_QUEUE 400     /* more than 6 compaction steps */
 #define MOVED 8
 
-static tw_wheel *switchable_wheel(void)
-{
-    struct tw_config c;
-    tw_config_init(&c);
-    c.lock = TW_LOCK_NONE;
-    c.realloc_fn = refusing_realloc;
-    alloc_refused = 0;
-    return new_wheel_cfg(&c);
-}
-
-static void fill_to_reserve(tw_wheel *w)
-{
-    int added = 0;
-    while ((uint64_t)w->entries + 2 <= w->entries_supported) {
-        assert_int_not_equal(tw_add(w, 1000000 + (uint64_t)added, rec_cb, TAG(FILLER)), 0);
-        added++;
-    }
-}
 
 static void test_move_out_of_long_queue_needs_no_memory(void **state)
 {
@@ -69,7 +52,7 @@ static void test_move_out_of_long_queue_needs_no_memory(void **state)
     assert_int_equal(list_of(node_at(w, (uint32_t)ids[LONG_QUEUE - 1])), list);
     assert_int_equal(w->queues[list].count, LONG_QUEUE);
     assert_true(LONG_QUEUE > 4 * COMPACT_STEP);
-    fill_to_reserve(w);
+    fill_to_reserve(w, 1000000, rec_cb, TAG(FILLER));
     blocks = block_count(w);
     alloc_refused = 1;
     for (k = 0; k < MOVED; k++) { /* the queue's last timers, earlier */

@@ -22,6 +22,7 @@
 #include "../../timer.c"
 
 #include "helpers.h"
+#include "pool_reserve.h"
 
 #include <inttypes.h>
 
@@ -35,16 +36,6 @@ static struct node *node_of_id(tw_wheel *w, tw_id id)
     return node_at(w, index_of(id));
 }
 
-/* A single-threaded wheel on refusing_realloc, allocating for now. */
-static tw_wheel *switchable_wheel(void)
-{
-    struct tw_config c;
-    tw_config_init(&c);
-    c.lock = TW_LOCK_NONE;
-    c.realloc_fn = refusing_realloc;
-    alloc_refused = 0;
-    return new_wheel_cfg(&c);
-}
 
 /* ---- the move itself ----------------------------------------------------- */
 
@@ -102,11 +93,9 @@ static void test_in_place_needs_no_memory(void **state)
     tw_wheel *w = switchable_wheel();
     tw_id id = tw_add(w, 1000, rec_cb, TAG(1));
     uint32_t entries;
-    int k = 0;
+    int k;
     (void)state;
-    /* fill the blocks until one more entry would need more of them */
-    while ((uint64_t)w->entries + 2 <= w->entries_supported)
-        assert_int_not_equal(tw_add(w, 300 + (uint64_t)(k++ % 5000), rec_cb, TAG(2)), 0);
+    fill_to_reserve(w, 300, rec_cb, TAG(2));
     alloc_refused = 1;
     entries = w->entries;
     for (k = 1; k <= 1000; k++)

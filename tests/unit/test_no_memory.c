@@ -23,30 +23,14 @@
 #include "../../timer.c"
 
 #include "helpers.h"
+#include "pool_reserve.h"
 
 #define FILLER 9999 /* tag of the timers that only fill the pool */
 
-/* A single-threaded wheel on refusing_realloc, allocating for now. */
-static tw_wheel *switchable_wheel(void)
+/* Far-away timers that only fill the pool. */
+static int fill(tw_wheel *w)
 {
-    struct tw_config c;
-    tw_config_init(&c);
-    c.lock = TW_LOCK_NONE;
-    c.realloc_fn = refusing_realloc;
-    alloc_refused = 0;
-    return new_wheel_cfg(&c);
-}
-
-/* Adds far-away timers until one more entry would need a block the pool
- * does not have; returns how many. */
-static int fill_to_reserve(tw_wheel *w)
-{
-    int added = 0;
-    while ((uint64_t)w->entries + 2 <= w->entries_supported) {
-        assert_int_not_equal(tw_add(w, 1000000 + (uint64_t)added, rec_cb, TAG(FILLER)), 0);
-        added++;
-    }
-    return added;
+    return fill_to_reserve(w, 1000000, rec_cb, TAG(FILLER));
 }
 
 /* The firings so far, fillers left out, must be these (tick, tag) pairs. */
@@ -79,7 +63,7 @@ static void test_moves_need_no_memory(void **state)
     id[6] = tw_add(w, 700, rec_cb, TAG(6));
     id[7] = tw_add(w, 100, rec_cb, TAG(7));
     id[8] = tw_add(w, 5000, rec_cb, TAG(8));
-    assert_true(fill_to_reserve(w) > 0);
+    assert_true(fill(w) > 0);
     blocks = block_count(w);
     alloc_refused = 1;
     assert_int_equal(tw_reschedule(w, id[2], 80), 1);   /* near to near */
@@ -117,7 +101,7 @@ static void test_staged_slot_move_needs_no_memory(void **state)
     assert_int_equal(tw_advance(w, 100), 0); /* part of it staged */
     assert_true(staging_now(w, list_of(node_at(w, (uint32_t)ids[190]))));
     assert_false(staging_now(w, list_of(node_at(w, (uint32_t)ids[0]))));
-    fill_to_reserve(w);
+    fill(w);
     alloc_refused = 1;
     assert_int_equal(tw_reschedule(w, ids[190], 170), 1); /* due 270 */
     due[190] = 270;
@@ -154,9 +138,9 @@ static void move_both_cb(tw_wheel *w, tw_id id, void *user_data)
     rec_push(w, id, user_data);
     if (rearm_calls++)
         return;
-    fill_to_reserve(w);
+    fill(w);
     assert_int_equal(tw_reschedule(w, other, 10), 1);  /* 500 -> 20 */
-    fill_to_reserve(w);
+    fill(w);
     assert_int_equal(tw_reschedule(w, id, 5), 1);      /* next at 15 */
     assert_true(w->entries <= w->entries_supported);
 }
@@ -184,11 +168,11 @@ static tw_id due_a, due_b;
 static void move_to_due_cb(tw_wheel *w, tw_id id, void *user_data)
 {
     rec_push(w, id, user_data);
-    fill_to_reserve(w);
+    fill(w);
     assert_int_equal(tw_reschedule(w, due_a, 0), 1);
-    fill_to_reserve(w);
+    fill(w);
     assert_int_equal(tw_reschedule(w, due_b, 0), 1);
-    fill_to_reserve(w);
+    fill(w);
     assert_int_equal(tw_reschedule(w, due_a, 0), 1);
     assert_true(w->entries <= w->entries_supported);
 }
@@ -247,8 +231,7 @@ static void test_random_moves_need_no_memory(void **state)
         random_due[i] = delay;
         random_order[i] = ++order;
     }
-    while ((uint64_t)w->entries + 2 <= w->entries_supported)
-        assert_int_not_equal(tw_add(w, 1000000, random_cb, TAG(FILLER)), 0);
+    fill_to_reserve(w, 1000000, random_cb, TAG(FILLER));
     alloc_refused = 1;
     for (round = 0; round < 200; round++) {
         for (int k = 0; k < 100; k++) {
