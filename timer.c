@@ -1683,15 +1683,14 @@ static void compact_start(tw_wheel *w, struct queue *q)
 }
 
 /* Compacts a queue from its head to its tail in one call, dropping every
- * stale entry in it (those a compaction under way had passed too); a queue
- * already emptied is left alone. For a move that found the block pool
- * short (see move_now). */
+ * stale entry in it (a compaction under way starts over, so the entries it
+ * had passed are read again); a queue already emptied is left alone. For
+ * a move that found the block pool short (see move_now). */
 static COLD void compact_whole(tw_wheel *w, unsigned list)
 {
     struct queue *q = &w->queues[list];
     if (!q->entries)
         return;
-    compact_abandon(q);
     compact_start(w, q);
     while (q->compact_read != NO_POSITION)
         compact_step(w, q);
