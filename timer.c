@@ -3,15 +3,17 @@
  *
  * Sections, in the order data flows; each uses only those above it:
  *   geometry and types -> lock -> pool -> slots and bitmaps -> staging ->
- *   compaction and unlink -> clock -> add -> next expiry -> lifetime ->
- *   dispatch -> driver -> timer thread -> API (wheels, timers, driving,
- *   inspection) -> checker -> errors, versions and the function table.
+ *   compaction and unlink -> order -> clock -> add -> next expiry ->
+ *   lifetime -> dispatch -> driver -> timer thread -> API (wheels, timers,
+ *   driving, absolute time, inspection) -> checker -> errors, versions and
+ *   the function table.
  * Parts with a state of their own: the lock (only its section touches its
  * words; others ask its kind), the clock (only its section writes its
  * fields: readings, the reference point, the drive mode), the slots
- * (queues, blocks and bitmaps, read by staging and next expiry, changed
- * through the slot functions), and lifetime (release hooks, tw_cancel's
- * wait, destroy, the timer thread's state).
+ * (queues, blocks and bitmaps, changed through the slot functions and the
+ * walks that rewrite a queue in place; read by the driver and next
+ * expiry), and lifetime (release hooks, tw_cancel's wait, destroy, the
+ * timer thread's state).
  *
  * This file needs only libc and pthread and compiles alone as C99 or C11.
  */
@@ -150,19 +152,21 @@ typedef unsigned spin_word;
 enum node_state {
     NODE_FREE = 0,   /* on the free list (or retired) */
     NODE_LINKED,     /* placed in a queue: a slot or a due queue */
-    NODE_DETACHED,   /* in no queue: a one-shot whose callback runs (its id
-                        is dead), or a node between unlink and relink */
+    NODE_DETACHED,   /* in no queue for a moment, under the lock: popped,
+                        unlinked or being sorted, and relinked, run or
+                        ended before the lock is dropped */
     NODE_REARMING,   /* in no queue: a periodic timer whose callback runs,
                         still live; re-armed when the callback returns */
-    NODE_CANCELLED   /* detached and dead: cancelled while its callback ran,
-                        or its release hook is running; freed right after */
+    NODE_ENDED       /* in no queue and dead (its id no longer works), its
+                        callback or release hook still running: freed as
+                        soon as that returns */
 };
 
 /* Everything a cancel, reschedule or move reads or writes: 32 bytes, in
  * chunks aligned so that a node never straddles two cache lines, so each
- * of those touches one line of its own. What the timer calls lives apart
- * (struct call), touched only by the add, the dispatch and whoever runs
- * the timer's release hook. */
+ * of those touches one node line. What the timer calls lives apart
+ * (struct call), touched only by the add, the dispatch and finish_node,
+ * which ends a timer and runs its release hook. */
 struct node {
     uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain;
                              on the free list, the next free node instead */
@@ -311,10 +315,10 @@ struct tw_wheel {
     uint64_t occupied[LIST_SLOTS / 64];
     uint32_t occupied_words; /* bit k: occupied[k] has a bit set */
     /* per level slot: the least due tick filed there (low 32 bits), a lower
-     * bound on its timers, exact unless the slot's bit in least_stale says
+     * bound on its timers, exact unless the slot's bit in least_inexact says
      * the timer that held it has left since */
     uint32_t least[LEVEL_SLOT_COUNT];
-    uint64_t least_stale[LEVEL_SLOT_COUNT / 64];
+    uint64_t least_inexact[LEVEL_SLOT_COUNT / 64];
     uint64_t staged_tick; /* `now` when the staging last ran */
 
     /* order (see "order"): the last stamp handed out; per near slot, the
@@ -1198,18 +1202,18 @@ static void compact_abandon(struct queue *q)
 static HOT_INLINE void note_least(tw_wheel *w, unsigned slot, uint32_t expire)
 {
     uint32_t time = (uint32_t)w->now;
-    /* below even a stale bound, nothing else in the slot lies lower */
+    /* below even an inexact bound, nothing else in the slot lies lower */
     if (w->queues[LIST_LEVEL0 + slot].count == 0 ||
         (uint32_t)(expire - time) < (uint32_t)(w->least[slot] - time)) {
         w->least[slot] = expire;
-        w->least_stale[slot >> 6] &= ~(UINT64_C(1) << (slot & 63));
+        w->least_inexact[slot >> 6] &= ~(UINT64_C(1) << (slot & 63));
     }
 }
 
 static HOT_INLINE void forget_least(tw_wheel *w, unsigned slot, uint32_t expire)
 {
     if (expire == w->least[slot])
-        w->least_stale[slot >> 6] |= UINT64_C(1) << (slot & 63);
+        w->least_inexact[slot >> 6] |= UINT64_C(1) << (slot & 63);
 }
 
 /* A near slot's entries are dispatched in stamp order. Appends keep it
@@ -1883,6 +1887,21 @@ static unsigned clock_mode(const tw_wheel *w)
     return spin_load(&w->clock.mode);
 }
 
+/* The two questions the mode answers. A delay counts from a clock reading
+ * while the wheel is not driven yet or driven by the clock; once ticks
+ * drive it, from `now`. */
+static HOT_INLINE int delays_read_clock(unsigned mode)
+{
+    return mode < MODE_TICKS;
+}
+
+/* The reference point says when each tick starts, unless only tw_advance
+ * ever drove the wheel: then nothing ties its ticks to the clock. */
+static int ticks_have_times(unsigned mode)
+{
+    return mode != MODE_TICKS;
+}
+
 /* The mode after a driving call, by the mode before: tw_expire and the
  * timer thread drive by the clock, tw_advance by ticks. Lock held. */
 static const unsigned char mode_after_expire[] = {
@@ -1914,7 +1933,7 @@ static uint64_t read_clock(const tw_wheel *w)
  * only change from AUTO, and the reading is then still right or unused. */
 static HOT_INLINE uint64_t call_clock(const tw_wheel *w)
 {
-    if (clock_mode(w) >= MODE_TICKS)
+    if (!delays_read_clock(clock_mode(w)))
         return NO_READING;
     return read_clock(w);
 }
@@ -2013,7 +2032,7 @@ static uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
 {
     unsigned mode = clock_mode(w);
     uint64_t start;
-    if (mode >= MODE_TICKS) /* decided since the reading was taken */
+    if (!delays_read_clock(mode)) /* decided since the reading was taken */
         return w->now + delay;
     clock = settle_reading(w, clock);
     if (mode == MODE_AUTO) {
@@ -2200,11 +2219,11 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
 /* ==== next expiry ========================================================
  * What is due when: tw_next_expiry in O(1), and a timer's time left. */
 
-/* A level slot whose least tick went stale is read again when it holds
+/* A level slot whose least tick went inexact is read again when it holds
  * this few pending timers, so small wheels always get exact answers.
  * Compaction keeps such a slot at about 3 * 32 + 15 entries, stale ones
  * included; RESCAN_ENTRIES only makes that bound explicit. A larger slot
- * answers with the stale bound, which lies inside the slot: by the time it
+ * answers with the inexact bound, which lies inside the slot: by the time it
  * comes, the slot has been staged into finer slots with exact values. */
 #define RESCAN_PENDING 32
 #define RESCAN_ENTRIES 256
@@ -2233,15 +2252,15 @@ static uint32_t scan_least(const tw_wheel *w, unsigned list)
 static HOT_INLINE uint32_t slot_least(tw_wheel *w, unsigned list, int exact)
 {
     unsigned slot = list - LIST_LEVEL0;
-    uint64_t *stale = &w->least_stale[slot >> 6];
+    uint64_t *inexact = &w->least_inexact[slot >> 6];
     uint64_t bit = UINT64_C(1) << (slot & 63);
-    if (!(*stale & bit))
+    if (!(*inexact & bit))
         return w->least[slot];
     if (exact)
         return scan_least(w, list);
     if (w->queues[list].count <= RESCAN_PENDING &&
         w->queues[list].entries <= RESCAN_ENTRIES) {
-        *stale &= ~bit;
+        *inexact &= ~bit;
         return w->least[slot] = scan_least(w, list);
     }
     return w->least[slot];
@@ -2341,7 +2360,7 @@ static int finish_node(tw_wheel *w, uint32_t index)
     int driver;
     /* Dead from here on: while the hook runs unlocked, its id must not be
      * cancelled, rescheduled or counted again. */
-    n->state = NODE_CANCELLED;
+    n->state = NODE_ENDED;
     if (!release) {
         node_free(w, n, index);
         return 0;
@@ -2451,7 +2470,7 @@ static void release_pending(tw_wheel *w)
                 forget_least(w, list - LIST_LEVEL0, node_at(w, index)->expire);
             w->live--;
             if (index == w->running) /* moved while its callback runs */
-                node_at(w, index)->state = NODE_CANCELLED; /* run_batch ends it */
+                node_at(w, index)->state = NODE_ENDED; /* run_batch ends it */
             else
                 finish_node(w, index);
         }
@@ -2604,10 +2623,12 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         uint32_t generation = generation_of(n);
         tw_callback *callback = call_at(w, index)->callback;
         void *user_data = call_at(w, index)->user_data;
-        if (is_periodic(n))
+        if (is_periodic(n)) {
             n->state = NODE_REARMING;
-        else
-            w->live--; /* a one-shot's id dies as its callback starts */
+        } else {
+            n->state = NODE_ENDED; /* a one-shot's id dies as its callback */
+            w->live--;             /* starts */
+        }
         w->running = index;
         w->running_due = due;
         w->fired++;
@@ -3039,7 +3060,7 @@ static NOINLINE int cancel_locked(tw_wheel *w, struct node *n, uint32_t index)
             unlink_node(w, n);
         w->live--;
         w->cancelled++;
-        n->state = NODE_CANCELLED; /* freed below, or by run_batch when
+        n->state = NODE_ENDED; /* freed below, or by run_batch when
                                       its running callback returns */
     }
     if (cancelled && w->running != index) {
@@ -3147,7 +3168,7 @@ static NOINLINE int move_now(tw_wheel *w, uint32_t index, struct node *n,
 }
 
 /* The move in place itself: the node's tick, a flag for tw_check, and the
- * slot's least tick marked stale if the node held it. */
+ * slot's least tick marked inexact if the node held it. */
 static HOT_INLINE void move_in_place(tw_wheel *w, struct node *n, uint64_t due)
 {
     forget_least(w, n->list - LIST_LEVEL0, n->expire);
@@ -3237,7 +3258,7 @@ static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t
         return -EINVAL;
     if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
         return -ERANGE;
-    if (clock_mode(w) < MODE_TICKS)
+    if (delays_read_clock(clock_mode(w)))
         return reschedule_clocked(w, id, delay, interval);
     return reschedule_fast(w, id, delay, interval, NO_READING);
 }
@@ -3302,7 +3323,7 @@ TW_EXPORT int32_t tw_timeout_ms(tw_wheel *w)
         return -1;
     lock(w);
     ticks = next_expiry_locked(w, 0);
-    by_clock = clock_mode(w) != MODE_TICKS;
+    by_clock = ticks_have_times(clock_mode(w));
     last_us = w->clock.last_us;
     if (ticks == TW_NEVER || ticks == 0) {
         unlock(w);
@@ -3339,7 +3360,7 @@ TW_EXPORT uint64_t tw_clock_us(tw_wheel *w)
 static uint64_t deadline_unlock(tw_wheel *w, uint64_t ticks)
 {
     uint64_t result = TW_NEVER;
-    if (ticks == TW_NEVER || clock_mode(w) != MODE_TICKS) {
+    if (ticks == TW_NEVER || ticks_have_times(clock_mode(w))) {
         if (ticks != TW_NEVER)
             result = tick_start_us(w, ticks);
         unlock(w);
@@ -3554,11 +3575,11 @@ static void check_least(const tw_wheel *w, unsigned slot, uint32_t least,
                         struct verdict *v)
 {
     uint32_t cached = w->least[slot] - (uint32_t)w->now;
-    int stale = (int)((w->least_stale[slot >> 6] >> (slot & 63)) & 1);
+    int inexact = (int)((w->least_inexact[slot >> 6] >> (slot & 63)) & 1);
     check(v, cached <= least && cached != 0,
           "a level slot's least tick is a lower bound on its timers, ahead of now");
-    check(v, stale || cached == least,
-          "a level slot's least tick is exact unless marked stale");
+    check(v, inexact || cached == least,
+          "a level slot's least tick is exact unless marked inexact");
 }
 
 /* The header of queue `list`, before its entries are walked. */

@@ -130,8 +130,8 @@ static void test_least_tick(void **state)
     w->least[slot]++;
     EXPECT_BROKEN(w, "a level slot's least tick is a lower bound on its timers, ahead of now");
     w->least[slot] -= 2;
-    EXPECT_BROKEN(w, "a level slot's least tick is exact unless marked stale");
-    w->least_stale[slot >> 6] |= UINT64_C(1) << (slot & 63); /* a bound: fine */
+    EXPECT_BROKEN(w, "a level slot's least tick is exact unless marked inexact");
+    w->least_inexact[slot >> 6] |= UINT64_C(1) << (slot & 63); /* a bound: fine */
     EXPECT_WHOLE(w);
     drop(w);
 }
