@@ -3681,12 +3681,15 @@ static void check_slots(const tw_wheel *w, struct verdict *v)
 /* After check_slots: v->linked is the live entries of every queue. */
 static void check_pool(const tw_wheel *w, struct verdict *v)
 {
-    uint64_t placed = 0, free_nodes = 0;
+    uint64_t placed = 0, detached = 0, free_nodes = 0;
     uint32_t index;
     int running_apart = w->running != NIL && node_at(w, w->running)->state != NODE_LINKED;
-    for (index = 0; index < w->used; index++)
+    for (index = 0; index < w->used; index++) {
         placed += node_at(w, index)->state == NODE_LINKED;
+        detached += node_at(w, index)->state == NODE_DETACHED;
+    }
     check(v, placed == v->linked, "every placed node has exactly one live entry");
+    check(v, detached == 0, "no node stays detached once the lock is free");
     check(v, v->linked + (running_apart &&
                           node_at(w, w->running)->state == NODE_REARMING) == w->live,
           "the live count is the placed timers and a periodic one re-arming");

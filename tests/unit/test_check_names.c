@@ -166,6 +166,37 @@ static void test_blocks(void **state)
     drop(w);
 }
 
+/* A one-shot whose callback runs is ended, not detached: detached is only
+ * the moment inside a call between taking a node out and settling it. */
+static int checks_in_callback;
+
+static void check_from_callback(tw_wheel *w, tw_id id, void *data)
+{
+    struct node *n = node_at(w, w->running);
+    (void)id;
+    (void)data;
+    assert_int_equal(n->state, NODE_ENDED);
+    EXPECT_WHOLE(w);
+    n->state = NODE_DETACHED;
+    EXPECT_BROKEN(w, "no node stays detached once the lock is free");
+    n->state = NODE_ENDED;
+    EXPECT_WHOLE(w);
+    checks_in_callback++;
+}
+
+static void test_running_one_shot(void **state)
+{
+    tw_wheel *w = new_wheel(0);
+    (void)state;
+    checks_in_callback = 0;
+    assert_int_not_equal(tw_add(w, 3, check_from_callback, NULL), 0);
+    assert_int_not_equal(tw_add(w, 3, check_from_callback, NULL), 0);
+    assert_int_equal(tw_advance(w, 3), 2);
+    assert_int_equal(checks_in_callback, 2);
+    EXPECT_WHOLE(w);
+    drop(w);
+}
+
 /* The first broken invariant is the one named, and a caller whose
  * tw_stats ends before the field gets no write past its size. */
 static void test_first_and_older_callers(void **state)
@@ -198,6 +229,7 @@ int main(void)
         T(test_least_tick),
         T(test_clock_and_drive),
         T(test_blocks),
+        T(test_running_one_shot),
         T(test_first_and_older_callers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
