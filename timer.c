@@ -166,7 +166,8 @@ enum node_state {
  * chunks aligned so that a node never straddles two cache lines, so each
  * of those touches one node line. What the timer calls lives apart
  * (struct call), touched only by the add, the dispatch and finish_node,
- * which ends a timer and runs its release hook. */
+ * which ends a timer that has a release hook, or one that a cancel or the
+ * destroy ends. */
 struct node {
     uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain;
                              on the free list, the next free node instead */
@@ -1196,7 +1197,7 @@ static void compact_abandon(struct queue *q)
 /* The least due tick of each level slot is kept as timers are filed, so
  * tw_next_expiry answers without reading the slot. A timer leaving a slot
  * cannot lower it; when the one holding it leaves, the value stays as a
- * lower bound (marked stale) until the slot is rescanned or refilled. All
+ * lower bound (marked inexact) until the slot is rescanned or refilled. All
  * ticks in a slot lie ahead of the wheel's time, so they compare as
  * distances from it. */
 static HOT_INLINE void note_least(tw_wheel *w, unsigned slot, uint32_t expire)
@@ -1888,8 +1889,8 @@ static unsigned clock_mode(const tw_wheel *w)
 }
 
 /* The two questions the mode answers. A delay counts from a clock reading
- * while the wheel is not driven yet or driven by the clock; once ticks
- * drive it, from `now`. */
+ * in modes AUTO (not driven yet) and CLOCK; once ticks drive it, from
+ * `now`. */
 static HOT_INLINE int delays_read_clock(unsigned mode)
 {
     return mode < MODE_TICKS;
@@ -2246,7 +2247,7 @@ static uint32_t scan_least(const tw_wheel *w, unsigned list)
 }
 
 /* The least due tick in a level slot (low 32 bits): its cached bound, or
- * read from its entries when that went stale and `exact` asks, or the slot
+ * read from its entries when that went inexact and `exact` asks, or the slot
  * is small. With `exact` the scan is not kept: tw_get_stats must not change
  * what tw_next_expiry answers. */
 static HOT_INLINE uint32_t slot_least(tw_wheel *w, unsigned list, int exact)
@@ -2287,7 +2288,7 @@ static uint64_t rearm_tick(const tw_wheel *w)
  * Staging lets the spans of levels overlap (a slot partly moved down), so
  * every level is asked, unless its first slot starts after the best answer
  * yet: O(1) but for slots holding only timers moved later. Without
- * `exact`, a big slot's stale bound may answer early, never late. */
+ * `exact`, a big slot's inexact bound may answer early, never late. */
 static uint64_t next_expiry_locked(tw_wheel *w, int exact)
 {
     uint64_t step, start;
@@ -3061,7 +3062,7 @@ static NOINLINE int cancel_locked(tw_wheel *w, struct node *n, uint32_t index)
         w->live--;
         w->cancelled++;
         n->state = NODE_ENDED; /* freed below, or by run_batch when
-                                      its running callback returns */
+                                  its running callback returns */
     }
     if (cancelled && w->running != index) {
         int destroy = finish_node(w, index);
