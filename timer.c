@@ -2626,9 +2626,9 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         void *user_data = call_at(w, index)->user_data;
         if (is_periodic(n)) {
             n->state = NODE_REARMING;
-        } else {
-            n->state = NODE_ENDED; /* a one-shot's id dies as its callback */
-            w->live--;             /* starts */
+        } else { /* a one-shot's id dies as its callback starts */
+            n->state = NODE_ENDED;
+            w->live--;
         }
         w->running = index;
         w->running_due = due;
