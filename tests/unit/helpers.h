@@ -189,18 +189,25 @@ static inline uint64_t read_fake_clock(void *context)
     return clock->us;
 }
 
-/* A single-threaded wheel with 1 ms ticks on that clock, driven as
- * `drive` says (enum tw_drive_kind). */
-static inline tw_wheel *new_fake_clock_wheel_driven(struct fake_clock *clock, int drive)
+/* A wheel with 1 ms ticks on that clock, with lock `kind` (enum
+ * tw_lock_kind), driven as `drive` says (enum tw_drive_kind). */
+static inline tw_wheel *new_fake_clock_wheel_locked(struct fake_clock *clock, int drive,
+                                                    int kind)
 {
     struct tw_config c;
     tw_config_init(&c);
-    c.lock = TW_LOCK_NONE;
+    c.lock = kind;
     c.tick_us = 1000;
     c.clock_fn = read_fake_clock;
     c.clock_context = clock;
     c.drive = drive;
     return new_wheel_cfg(&c);
+}
+
+/* The same, single-threaded. */
+static inline tw_wheel *new_fake_clock_wheel_driven(struct fake_clock *clock, int drive)
+{
+    return new_fake_clock_wheel_locked(clock, drive, TW_LOCK_NONE);
 }
 
 static inline tw_wheel *new_fake_clock_wheel(struct fake_clock *clock)

@@ -32,18 +32,6 @@ static tw_wheel *kind_wheel(int kind)
     return new_wheel_cfg(&c);
 }
 
-static tw_wheel *kind_clock_wheel(int kind, struct fake_clock *clock, int drive)
-{
-    struct tw_config c;
-    tw_config_init(&c);
-    c.lock = kind;
-    c.tick_us = 1000;
-    c.clock_fn = read_fake_clock;
-    c.clock_context = clock;
-    c.drive = drive;
-    return new_wheel_cfg(&c);
-}
-
 /* ---- a running timer, moved and then cancelled by its own callback ----- */
 
 static struct {
@@ -143,7 +131,7 @@ static void test_reschedule_counts_from_clock(void **state)
     (void)state;
     for (k = 0; k < KINDS; k++) {
         struct fake_clock clock = {1000000, 0};
-        tw_wheel *w = kind_clock_wheel(kinds[k], &clock, TW_DRIVE_CLOCK);
+        tw_wheel *w = new_fake_clock_wheel_locked(&clock, TW_DRIVE_CLOCK, kinds[k]);
         tw_id id;
         rec_reset();
         id = tw_add(w, 100, rec_cb, TAG(1));
@@ -183,7 +171,7 @@ static void test_undriven_reschedule_takes_reference(void **state)
     (void)state;
     for (k = 0; k < KINDS; k++) {
         struct fake_clock clock = {1000000, 0};
-        tw_wheel *w = kind_clock_wheel(kinds[k], &clock, TW_DRIVE_AUTO);
+        tw_wheel *w = new_fake_clock_wheel_locked(&clock, TW_DRIVE_AUTO, kinds[k]);
         tw_id id;
         rec_reset();
         id = tw_add(w, 1000, rec_cb, TAG(1)); /* reference: 1 s */
