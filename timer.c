@@ -169,8 +169,7 @@ enum node_state {
  * which ends a timer that has a release hook, or one that a cancel or the
  * destroy ends. */
 struct node {
-    uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain;
-                             on the free list, the next free node instead */
+    uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain */
     uint32_t position;    /* its live queue entry, or NO_POSITION */
     uint32_t generation;  /* bumped on free, the high half of the id (low 31
                              bits); PERIODIC: the timer has an interval */
@@ -178,9 +177,9 @@ struct node {
     uint8_t state;        /* enum node_state */
     uint8_t release;      /* index into tw_wheel.releases, 0 for none */
     uint32_t interval;    /* ticks between firings, for a PERIODIC timer */
-    uint32_t moved_later; /* 1: rescheduled later in place, in the level
-                             slot it waits in (see moves_in_place); cleared
-                             when it is linked anew. For tw_check */
+    uint32_t link;        /* in no queue, on a chain of nodes: the free list,
+                             or a slot being sorted (see "order"); the next
+                             node on it, or NIL */
     uint64_t stamp;       /* order of its last add, reschedule or re-arm:
                              timers due at one tick run by it (see "order") */
 };
@@ -899,7 +898,7 @@ static HOT_INLINE uint32_t node_alloc(tw_wheel *w)
     uint32_t index;
     if (w->free_head != NIL) {
         index = w->free_head;
-        w->free_head = node_at(w, index)->expire; /* the free-list link */
+        w->free_head = node_at(w, index)->link;
         w->free_count--;
         return index;
     }
@@ -919,7 +918,7 @@ static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
     n->generation = (n->generation + 1) & GENERATION_MASK; /* and one-shot */
     if (n->generation == 0)
         return; /* retired: 2^31 - 1 timers have used this node */
-    n->expire = w->free_head; /* a free node's expire links the free list */
+    n->link = w->free_head;
     w->free_head = index;
     w->free_count++;
 }
@@ -1235,7 +1234,6 @@ static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
     n->position = queue_push(w, list, index);
     n->list = (uint16_t)list;
     n->state = NODE_LINKED;
-    n->moved_later = 0;
     if (is_level_slot(list))
         note_least(w, list - LIST_LEVEL0, n->expire);
     else if (list < NEAR_SLOTS)
@@ -1772,30 +1770,30 @@ static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
  * slot then, and the slot is sorted by stamp just before its dispatch.
  *
  * The sort needs no memory, so a dispatch never fails: the slot's live
- * nodes are detached and chained through their `position` fields, the
+ * nodes are detached and chained through their `link` fields, the
  * chain is merge sorted by its ascending runs (a slot is mostly one run
  * with a few late arrivals, which costs little more than a pass), and the
  * nodes are written back from the queue's head, its stale entries
  * dropped as a compaction would drop them. O(n log n) for n timers in the
  * slot, whatever their order. */
 
-/* Merges two chains of detached nodes linked through `position`. */
+/* Merges two chains of detached nodes linked through `link`. */
 static uint32_t merge_chains(tw_wheel *w, uint32_t a, uint32_t b)
 {
-    uint32_t head = NIL, *link = &head;
+    uint32_t head = NIL, *tail = &head;
     while (a != NIL && b != NIL) {
         struct node *x = node_at(w, a), *y = node_at(w, b);
         if (x->stamp < y->stamp) {
-            *link = a;
-            link = &x->position;
-            a = x->position;
+            *tail = a;
+            tail = &x->link;
+            a = x->link;
         } else {
-            *link = b;
-            link = &y->position;
-            b = y->position;
+            *tail = b;
+            tail = &y->link;
+            b = y->link;
         }
     }
-    *link = a != NIL ? a : b;
+    *tail = a != NIL ? a : b;
     return head;
 }
 
@@ -1810,11 +1808,11 @@ static uint32_t sort_chain(tw_wheel *w, uint32_t chain)
         runs[k] = NIL;
     while (chain != NIL) {
         uint32_t run = chain, last = chain, next;
-        while ((next = node_at(w, last)->position) != NIL &&
+        while ((next = node_at(w, last)->link) != NIL &&
                node_at(w, next)->stamp > node_at(w, last)->stamp)
             last = next;
         chain = next;
-        node_at(w, last)->position = NIL;
+        node_at(w, last)->link = NIL;
         for (k = 0; runs[k] != NIL; k++) {
             run = merge_chains(w, runs[k], run);
             runs[k] = NIL;
@@ -1832,7 +1830,7 @@ static void order_slot(tw_wheel *w, unsigned list)
 {
     struct queue *q = &w->queues[list];
     uint64_t bit = UINT64_C(1) << (list & 63);
-    uint32_t position = q->head, chain = NIL, *link = &chain, left, index;
+    uint32_t position = q->head, chain = NIL, *tail = &chain, left, index;
     if (!(w->unsorted[list >> 6] & bit))
         return;
     w->unsorted[list >> 6] &= ~bit;
@@ -1842,15 +1840,15 @@ static void order_slot(tw_wheel *w, unsigned list)
         if (entry_live(w, index, position)) {
             struct node *n = node_at(w, index);
             n->state = NODE_DETACHED; /* a stale entry of it now reads stale */
-            *link = index;
-            link = &n->position;
+            *tail = index;
+            tail = &n->link;
         }
     }
-    *link = NIL;
+    *tail = NIL;
     position = q->head;
     for (index = sort_chain(w, chain); index != NIL; position++) {
         struct node *n = node_at(w, index);
-        uint32_t next = n->position;
+        uint32_t next = n->link;
         position = next_position(w, position);
         block_of(w, position)->index[position & OFFSET_MASK] = index;
         n->position = position;
@@ -3168,13 +3166,12 @@ static NOINLINE int move_now(tw_wheel *w, uint32_t index, struct node *n,
     return 1;
 }
 
-/* The move in place itself: the node's tick, a flag for tw_check, and the
- * slot's least tick marked inexact if the node held it. */
+/* The move in place itself: the node's tick, and the slot's least tick
+ * marked inexact if the node held it. */
 static HOT_INLINE void move_in_place(tw_wheel *w, struct node *n, uint64_t due)
 {
     forget_least(w, n->list - LIST_LEVEL0, n->expire);
     n->expire = (uint32_t)due;
-    n->moved_later = 1;
 }
 
 /* The end of every reschedule that moves its timer: its new stamp, then
@@ -3535,16 +3532,20 @@ static int may_hold(unsigned list, uint32_t expire, uint32_t time)
     return 0;
 }
 
-/* Whether `list` is a level slot that a timer due at `expire` has been
- * rescheduled past while it waited there (see moves_in_place). */
+/* Whether a timer due at `expire` may lie in level slot `list` because it
+ * was rescheduled past the slot's span while it waited there (see
+ * moves_in_place): the slot is staged before that tick comes, and files it
+ * anew. Not the slot time is in: a timer waits in a slot only until its
+ * span begins. */
 static int moved_past(const tw_wheel *w, unsigned list, uint32_t expire)
 {
     unsigned level = (list - LIST_LEVEL0) / LEVEL_SLOTS;
-    uint64_t end;
+    uint64_t start;
     if (!is_level_slot(list))
         return 0;
-    end = slot_start(w, level, list) + (UINT64_C(1) << level_shift(level));
-    return w->now + (uint32_t)(expire - (uint32_t)w->now) >= end;
+    start = slot_start(w, level, list);
+    return start > w->now && w->now + (uint32_t)(expire - (uint32_t)w->now) >=
+                                 start + (UINT64_C(1) << level_shift(level));
 }
 
 /* A live entry's due tick against the slot holding it. Due queues hold
@@ -3553,8 +3554,6 @@ static void check_placement(const tw_wheel *w, unsigned list, const struct node 
                             struct verdict *v)
 {
     uint32_t time = (uint32_t)w->now, expire = n->expire;
-    check(v, !n->moved_later || is_level_slot(list),
-          "only a level slot holds timers rescheduled in place");
     if (list >= LIST_SLOTS)
         return;
     if (list == (time & NEAR_RING_MASK)) {
@@ -3563,7 +3562,7 @@ static void check_placement(const tw_wheel *w, unsigned list, const struct node 
         return;
     }
     check(v, expire != time && (may_hold(list, expire, time) ||
-                                (n->moved_later && moved_past(w, list, expire))),
+                                moved_past(w, list, expire)),
           "a slot holds only timers its span (or the staging into it) allows, "
           "or timers rescheduled past its span while they waited in it");
     check(v, (uint32_t)(expire - time) <= TW_MAX_DELAY,
@@ -3694,7 +3693,7 @@ static void check_pool(const tw_wheel *w, struct verdict *v)
     check(v, v->linked + (running_apart &&
                           node_at(w, w->running)->state == NODE_REARMING) == w->live,
           "the live count is the placed timers and a periodic one re-arming");
-    for (index = w->free_head; index != NIL; index = node_at(w, index)->expire)
+    for (index = w->free_head; index != NIL; index = node_at(w, index)->link)
         if (!check(v, index < w->used && ++free_nodes <= w->free_count &&
                           node_at(w, index)->state == NODE_FREE,
                    "the free list holds free nodes, free_count of them"))

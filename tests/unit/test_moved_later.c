@@ -45,18 +45,17 @@ static void test_later_keeps_its_entry(void **state)
     tw_id id = tw_add(w, 1000, rec_cb, TAG(1)); /* level 0: [768, 1024) */
     struct node *n = node_of_id(w, id);
     unsigned list = list_of(n);
-    uint32_t entries = w->entries;
+    uint32_t entries = w->entries, position = n->position;
     (void)state;
     assert_true(is_level_slot(list));
     assert_int_equal(tw_reschedule(w, id, 5000), 1);
-    assert_int_equal(list_of(n), list); /* still there */
+    assert_int_equal(list_of(n), list); /* still there, */
+    assert_int_equal(n->position, position); /* in the same entry */
     assert_int_equal(w->entries, entries); /* no new entry, no stale one */
-    assert_true(n->moved_later);
     assert_int_equal(tw_remaining(w, id), 5000);
     CHECK(w);
     /* nothing at the old tick; the staging files it by its new one */
     assert_int_equal(tw_advance(w, 1000), 0);
-    assert_false(n->moved_later);
     assert_int_not_equal(list_of(n), list);
     CHECK(w);
     assert_int_equal(tw_advance(w, 3999), 0);
@@ -74,10 +73,8 @@ static void test_other_moves_are_eager(void **state)
     (void)state;
     assert_int_equal(tw_reschedule(w, far, 3000), 1);
     assert_int_not_equal(list_of(node_of_id(w, far)), far_list);
-    assert_false(node_of_id(w, far)->moved_later);
     assert_int_equal(tw_reschedule(w, near, 200), 1);
     assert_int_equal(list_of(node_of_id(w, near)), 200);
-    assert_false(node_of_id(w, near)->moved_later);
     CHECK(w);
     assert_int_equal(tw_advance(w, 3000), 2);
     ASSERT_FIRE(0, 200, 2);
@@ -151,8 +148,9 @@ static void checking_cb(tw_wheel *w, tw_id id, void *user_data)
 static void one_tick_in_order(tw_wheel *w)
 {
     tw_id b = tw_add(w, 5000, checking_cb, TAG(2)), a = tw_add(w, 1000, checking_cb, TAG(1)), c, d;
+    uint32_t position = node_of_id(w, a)->position;
     assert_int_equal(tw_reschedule(w, a, 5000), 1);
-    assert_true(node_of_id(w, a)->moved_later);
+    assert_int_equal(node_of_id(w, a)->position, position); /* in place */
     c = tw_add(w, 5000, checking_cb, TAG(3));
     d = tw_add(w, 5000, checking_cb, TAG(4));
     assert_int_not_equal(b, 0);
@@ -350,11 +348,12 @@ static void test_next_expiry_past_moved_timers(void **state)
 {
     tw_wheel *w = new_wheel(0);
     tw_id a = tw_add(w, 1000, rec_cb, TAG(1));
+    uint32_t position = node_of_id(w, a)->position;
     (void)state;
     assert_int_not_equal(tw_add(w, 5000, rec_cb, TAG(2)), 0);
     assert_int_equal(tw_next_expiry(w), 1000);
     assert_int_equal(tw_reschedule(w, a, 9000), 1);
-    assert_true(node_of_id(w, a)->moved_later);
+    assert_int_equal(node_of_id(w, a)->position, position); /* in place */
     assert_int_equal(tw_next_expiry(w), 5000); /* not 1000, nor 9000 */
     assert_int_equal(get_stats(w).next_expiry_exact, 5000);
     assert_int_equal(tw_advance(w, 5000), 1);
@@ -396,11 +395,17 @@ static void test_check_knows_moved_timers(void **state)
     struct node *n = node_of_id(w, a);
     uint64_t stamp;
     (void)state;
+    unsigned slot = list_of(n) - LIST_LEVEL0;
     assert_int_equal(tw_reschedule(w, a, 9000), 1);
-    CHECK(w);
-    n->moved_later = 0; /* past its slot's span, but not rescheduled there */
+    CHECK(w); /* past its slot's span: moved there in place */
+    /* before the span of the slot that holds it: it would fire late */
+    n->expire = 600;
+    w->least[slot] = 600;
     assert_int_equal(tw_check(w), -EFAULT);
-    n->moved_later = 1;
+    assert_string_equal(get_stats(w).broken_invariant,
+                        "a slot holds only timers its span (or the staging into it) allows, "
+                        "or timers rescheduled past its span while they waited in it");
+    n->expire = 9000;
     CHECK(w);
     /* two timers of one near slot out of stamp order */
     stamp = node_of_id(w, b)->stamp;

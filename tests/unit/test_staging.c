@@ -563,12 +563,14 @@ static void misplace(tw_wheel *w, tw_id id, unsigned list)
 static void test_check_rejects_misplaced(void **state)
 {
     (void)state;
-    /* a level-1 timer in level 0's current half (where its expire bits
-     * point without the next-window bit), in the slot time is in at level
-     * 1, and in near for a tick outside near's two windows */
+    /* a level-1 timer in the level-0 slot after the one staging moves it
+     * to (it would fire late), in the slot time is in at level 1, and in
+     * near for a tick outside near's two windows. (In level 0's current
+     * half, past that slot's span, it would be where a move in place
+     * leaves a timer: that is allowed.) */
     uint64_t delay = span(1) + 3 * span(0) + 5;
     unsigned wrong[3];
-    wrong[0] = level_list(0) + (unsigned)((delay >> 8) & (LEVEL_SIZE - 1));
+    wrong[0] = level_list(0) + (unsigned)(((delay >> 8) + 1) & LEVEL_RING_MASK);
     wrong[1] = level_list(1);
     wrong[2] = (unsigned)(delay & NEAR_RING_MASK);
     for (int k = 0; k < 3; k++) {
