@@ -2141,13 +2141,12 @@ static HOT_INLINE void schedule_call(tw_wheel *w, uint32_t index,
                                      struct node *n, uint64_t due,
                                      uint64_t delay)
 {
-    if (delay == 0 && w->drive) {
-        n->expire = (uint32_t)due;
+    if (delay == 0 && w->drive)
         link_due(w, w->due_list, index, due);
-    } else {
+    else
         schedule(w, index, n, due);
-    }
 }
+
 /* Index of `release` in the wheel's table (0 for NULL); for a function not
  * in it yet, the index it would get, or -1 when the table is full. Nothing
  * is registered here, so an add that fails later leaves no entry behind.
