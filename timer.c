@@ -939,7 +939,7 @@ static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
  * drops to 0 gives all its blocks back at once, and a queue whose stale
  * entries outnumber twice its live ones (plus a block's worth) is compacted
  * in place, a few entries per later unlink, which the stale entries pay for
- * once each.
+ * once each (the slot being staged is rotated instead: see staging).
  *
  * Blocks never fail to come when a node moves (staging, periodic re-arm):
  * entries never outnumber what the blocks support (entries_supported),
@@ -1164,6 +1164,16 @@ static HOT_INLINE uint32_t queue_push(tw_wheel *w, unsigned list, uint32_t index
     q->entries++;
     w->entries++;
     return position;
+}
+
+/* Whether a queue's stale entries have come to outnumber twice its live
+ * ones (plus a block's worth): then they are taken out, COMPACT_STEP
+ * entries read per step (compaction, or rotation in a slot being staged). */
+#define COMPACT_STEP 64
+
+static HOT_INLINE int too_stale(const struct queue *q)
+{
+    return q->entries - q->count > 2 * q->count + BLOCK_ENTRIES;
 }
 
 /* Empties a queue that has no live entry left, giving its blocks back. */
@@ -1457,7 +1467,22 @@ static unsigned level_after(const tw_wheel *w, unsigned level, unsigned list,
  * so for any one tick the entries in a higher slot are newer than those
  * already moved below. Only a timer moved later breaks that, and its stamp
  * puts it back in place (see "order"). Outside stage(), the slot time
- * itself is in is empty at every level. */
+ * itself is in is empty at every level.
+ *
+ * Stale entries: a slot being staged loses live timers from its head, so
+ * compaction's bound on its stale entries (see "compaction and unlink")
+ * would not hold there: live timers at the head moved down, the stale
+ * entries behind them kept, a slot left with 32 timers could hold
+ * hundreds of entries, too many for tw_next_expiry to re-read. And it
+ * cannot be compacted in place, since the staging reads its head. Instead
+ * it is rotated while too_stale: entries are taken off its head, the stale
+ * ones dropped and the live ones put back at its tail, in the same slot.
+ * Its live count holds while its stale entries go, as under compaction:
+ * COMPACT_STEP entries per unlink from it, and after each share
+ * ROTATE_PER_MOVE per timer the share moved down, plus COMPACT_STEP. The
+ * rotated timers reach the slots below later than their neighbours, and
+ * their stamps keep their places (see "order"). */
+#define ROTATE_PER_MOVE 8
 
 /* Moves the live entries at offsets offset..end-1 of block `block` of
  * level slot `list`, whose span is the `span` ticks from `start`, to the
@@ -1493,7 +1518,7 @@ static HOT_INLINE uint64_t move_run(tw_wheel *w, unsigned list, const struct blo
  * entries are read as a run and the queue's counts settled once per run
  * (before the moves, so the reserve of blocks holds: see reserve_entries);
  * a block goes back to the pool once passed. */
-static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t budget)
+static uint64_t stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t budget)
 {
     struct queue *q = &w->queues[list];
     uint32_t start = (uint32_t)slot_start(w, level, list);
@@ -1527,6 +1552,21 @@ static void stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t b
     if (q->count == 0)
         queue_drop(w, list); /* what is left is stale */
     w->cascaded += moved;
+    return moved;
+}
+
+/* Takes up to `budget` entries off the head of level slot `list`, the one
+ * being staged, and puts the live ones back at its tail: the slot keeps
+ * its timers and loses the stale entries passed (see "Stale entries"). */
+static void rotate_entries(tw_wheel *w, unsigned list, uint64_t budget)
+{
+    struct queue *q = &w->queues[list];
+    compact_abandon(q);
+    for (; budget > 0 && q->entries; budget--) {
+        uint32_t index, position = take_head(w, q, &index);
+        if (entry_live(w, index, position))
+            node_at(w, index)->position = queue_push(w, list, index);
+    }
 }
 
 /* The slot of `level` that staging is moving down now: the one after the
@@ -1580,8 +1620,11 @@ static void stage(tw_wheel *w)
         else /* its share of the entries left for the ticks since `from` */
             budget = (q->entries * (w->now - from) + (deadline - from) - 1) /
                      (deadline - from);
-        if (budget)
-            stage_entries(w, level, next, budget);
+        if (budget) {
+            uint64_t moved = stage_entries(w, level, next, budget);
+            if (q->entries && too_stale(q))
+                rotate_entries(w, next, ROTATE_PER_MOVE * moved + COMPACT_STEP);
+        }
     }
     w->staged_tick = w->now;
 }
@@ -1623,7 +1666,6 @@ static uint64_t next_event(const tw_wheel *w)
  * just abandons a compaction: what it left behind is stale entries.
  * Taking a node out of its queue (cancel, reschedule) is here too: it is
  * what starts and drives a compaction. */
-#define COMPACT_STEP 64
 
 static void compact_finish(tw_wheel *w, struct queue *q)
 {
@@ -1708,9 +1750,9 @@ static int staging_now(const tw_wheel *w, unsigned list)
 /* A queue that has just lost a live entry: compacts it a step when its
  * stale entries have come to outnumber twice its live ones. A slot being
  * staged is read from its head a share per tick, which a compaction in
- * place cannot share the head with; it is staged a step ahead instead (its
- * stale entries leave the same way). Kept out of line: cancel and
- * reschedule inline only the test. */
+ * place cannot share the head with; it is rotated a step instead (see
+ * "Stale entries" in staging). Kept out of line: cancel and reschedule
+ * inline only the test. */
 static void compact_some(tw_wheel *w, unsigned list)
 {
     struct queue *q = &w->queues[list];
@@ -1718,7 +1760,7 @@ static void compact_some(tw_wheel *w, unsigned list)
         return; /* the release empties queues in order: nothing may move
                    into one it has passed (a hook cancelling others) */
     if (staging_now(w, list)) {
-        stage_entries(w, (list - LIST_LEVEL0) / LEVEL_SLOTS, list, COMPACT_STEP);
+        rotate_entries(w, list, COMPACT_STEP);
         return;
     }
     if (q->compact_read == NO_POSITION)
@@ -1749,8 +1791,7 @@ static HOT_INLINE int take_out(tw_wheel *w, struct node *n, unsigned list)
     n->position = NO_POSITION;
     if (is_level_slot(list))
         forget_least(w, list - LIST_LEVEL0, n->expire);
-    return --q->count == 0 || q->compact_read != NO_POSITION ||
-           q->entries - q->count > 2 * q->count + BLOCK_ENTRIES;
+    return --q->count == 0 || q->compact_read != NO_POSITION || too_stale(q);
 }
 
 static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
@@ -2219,8 +2260,9 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
 
 /* A level slot whose least tick went inexact is read again when it holds
  * this few pending timers, so small wheels always get exact answers.
- * Compaction keeps such a slot at about 3 * 32 + 15 entries, stale ones
- * included; RESCAN_ENTRIES only makes that bound explicit. A larger slot
+ * Compaction (rotation, in the slot being staged) keeps such a slot at
+ * about 3 * 32 + 15 entries, stale ones included; RESCAN_ENTRIES only makes
+ * that bound explicit. A larger slot
  * answers with the inexact bound, which lies inside the slot: by the time it
  * comes, the slot has been staged into finer slots with exact values. */
 #define RESCAN_PENDING 32
