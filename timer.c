@@ -941,8 +941,8 @@ static HOT_INLINE void node_free(tw_wheel *w, struct node *n, uint32_t index)
  * in place, a few entries per later unlink, which the stale entries pay for
  * once each (the slot being staged is rotated instead: see staging).
  *
- * Blocks never fail to come when a node moves (staging, periodic re-arm):
- * entries never outnumber what the blocks support (entries_supported),
+ * Blocks never fail to come when a node moves (staging, rotation, periodic
+ * re-arm): entries never outnumber what the blocks support (entries_supported),
  * with one kept for a re-arm. An add grows the block pool first, or fails;
  * a reschedule that moves its timer now grows it when it can and else
  * compacts the queue it leaves (move_now). A slot's occupancy bit is set
@@ -1227,8 +1227,8 @@ static HOT_INLINE void forget_least(tw_wheel *w, unsigned slot, uint32_t expire)
 }
 
 /* A near slot's entries are dispatched in stamp order. Appends keep it
- * unless a node moved in place (see staging) arrives behind a newer one:
- * the slot is then marked, and sorted before it is dispatched. */
+ * unless a node moved in place, or rotated (see staging), arrives behind a
+ * newer one: the slot is then marked, and sorted before it is dispatched. */
 static HOT_INLINE void note_order(tw_wheel *w, unsigned list, uint64_t stamp)
 {
     if (stamp > w->near_stamp[list])
@@ -1281,16 +1281,19 @@ static HOT_INLINE void pass_head(tw_wheel *w, struct queue *q, uint32_t block,
 }
 
 /* Takes the entry at the head of a queue that has one, live or stale, for
- * a dispatch, and gives its block back once passed: returns the entry's position (compared
- * with its node's to tell whether it was live) and its node in *index_out. */
-static HOT_INLINE uint32_t take_head(tw_wheel *w, struct queue *q, uint32_t *index_out)
+ * a dispatch (`calls`: it asks for the calls too, see prefetch_block) or a
+ * rotation, and gives its block back once passed: returns the entry's
+ * position (compared with its node's to tell whether it was live) and its
+ * node in *index_out. */
+static HOT_INLINE uint32_t take_head(tw_wheel *w, struct queue *q, uint32_t *index_out,
+                                     int calls)
 {
     uint32_t position = q->head;
     struct block *b = block_of(w, position);
     *index_out = b->index[position & OFFSET_MASK];
     q->entries--;
     w->entries--;
-    pass_head(w, q, position >> POSITION_BITS, b->next, (position & OFFSET_MASK) + 1, 1);
+    pass_head(w, q, position >> POSITION_BITS, b->next, (position & OFFSET_MASK) + 1, calls);
     return position;
 }
 
@@ -1320,7 +1323,7 @@ static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_ou
     struct queue *q = &w->queues[list];
     compact_abandon(q);
     while (q->entries) {
-        uint32_t index, position = take_head(w, q, &index);
+        uint32_t index, position = take_head(w, q, &index, 1);
         struct node *n = node_at(w, index);
         if (n->state != NODE_LINKED || n->position != position)
             continue;
@@ -1557,13 +1560,16 @@ static uint64_t stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64
 
 /* Takes up to `budget` entries off the head of level slot `list`, the one
  * being staged, and puts the live ones back at its tail: the slot keeps
- * its timers and loses the stale entries passed (see "Stale entries"). */
+ * its timers and loses the stale entries passed (see "Stale entries"). At
+ * most one pass over the slot. */
 static void rotate_entries(tw_wheel *w, unsigned list, uint64_t budget)
 {
     struct queue *q = &w->queues[list];
     compact_abandon(q);
-    for (; budget > 0 && q->entries; budget--) {
-        uint32_t index, position = take_head(w, q, &index);
+    if (budget > q->entries) /* one pass: the second would find none */
+        budget = q->entries;
+    for (; budget > 0; budget--) {
+        uint32_t index, position = take_head(w, q, &index, 0);
         if (entry_live(w, index, position))
             node_at(w, index)->position = queue_push(w, list, index);
     }
@@ -1807,8 +1813,9 @@ static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
  * counter. Appends keep a near slot in that order (adds and re-arms carry
  * the newest stamp; staging moves a slot in order to the tails below; of
  * one tick's timers, those filed higher are newer), except when a timer
- * rescheduled in place arrives behind a newer one: note_order marks the
- * slot then, and the slot is sorted by stamp just before its dispatch.
+ * rescheduled in place, or rotated in the slot being staged (see
+ * staging), arrives behind a newer one: note_order marks the slot then,
+ * and the slot is sorted by stamp just before its dispatch.
  *
  * The sort needs no memory, so a dispatch never fails: the slot's live
  * nodes are detached and chained through their `link` fields, the
