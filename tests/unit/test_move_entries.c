@@ -143,7 +143,7 @@ static void test_compaction_goes_on_with_each_unlink(void **state)
     list = list_of(node_at(w, (uint32_t)first[0]));
     q = &w->queues[list];
     assert_true(is_level_slot(list));
-    assert_false(staging_now(w, list)); /* compacted, not staged ahead */
+    assert_false(staging_now(w, list)); /* compacted, not rotated */
     /* cancels from the head, until the stale entries start a compaction;
      * its first step passes over stale entries only */
     while (q->compact_read == NO_POSITION) {
@@ -173,12 +173,37 @@ static void test_compaction_goes_on_with_each_unlink(void **state)
     drop(w);
 }
 
+/* The threshold is exceeded, not reached: a near slot of 30 timers, 25 of
+ * them cancelled, has exactly twice its 5 live entries plus 15 stale ones,
+ * and is left as it is; the next cancel starts its compaction. */
+static void test_compaction_starts_past_the_threshold(void **state)
+{
+    tw_wheel *w = new_wheel(0);
+    tw_id ids[30];
+    const struct queue *q = &w->queues[100];
+    int i;
+    (void)state;
+    for (i = 0; i < 30; i++)
+        ids[i] = tw_add(w, 100, rec_cb, TAG(i));
+    for (i = 0; i < 25; i++)
+        assert_int_equal(tw_cancel(w, ids[i]), 1);
+    assert_int_equal(q->count, 5);
+    assert_int_equal(q->entries, 30);
+    assert_int_equal(q->compact_read, NO_POSITION);
+    assert_int_equal(tw_cancel(w, ids[25]), 1); /* 26 > 2 * 4 + 15 */
+    assert_int_equal(q->entries, q->count); /* one step took them all */
+    CHECK(w);
+    assert_int_equal(tw_advance(w, 100), 4);
+    drop(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_in_place_on_every_path),
         T(test_compaction_goes_on_with_each_unlink),
         T(test_move_out_of_long_queue_needs_no_memory),
+        T(test_compaction_starts_past_the_threshold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -423,10 +423,14 @@ static void test_cancels_in_a_staged_slot_leave_it_bounded(void **state)
  * timer.h allows that only for a slot of more than 32 timers. So in the
  * slot (level `level`'s next) 200 timers due late in its span are armed
  * first, then 415 due early in it are cancelled (just short of the
- * threshold), and the wheel ticks to the slot's deadline, each timer
- * cancelled as soon as the staging has moved it down: the answer must be
- * exact whenever the slot holds 32 or fewer. */
-static void staged_slot_stays_exact(int level)
+ * threshold), and the wheel walks to the slot's deadline `step` ticks at a
+ * time, each timer cancelled as soon as the staging has moved it down: the
+ * answer must be exact whenever the slot holds 32 or fewer, and after
+ * every step the slot holds about three entries per timer (plus 15, and
+ * one rotation step), as any compacted slot does. Steps of many ticks make
+ * shares that move many timers at once, which the rotation after each
+ * share must keep up with. */
+static void staged_slot_stays_exact(int level, uint64_t step)
 {
     tw_wheel *w = new_wheel(0);
     const int stay = 200, gone = 2 * stay + BLOCK_ENTRIES;
@@ -445,7 +449,11 @@ static void staged_slot_stays_exact(int level)
     assert_int_equal(q->count, (uint32_t)stay);
     assert_int_equal(q->entries, (uint32_t)(stay + gone));
     while (tw_now(w) < deadline) {
-        tw_advance(w, 1);
+        tw_advance(w, step < deadline - tw_now(w) ? step : deadline - tw_now(w));
+        if (q->entries > 3 * q->count + BLOCK_ENTRIES + COMPACT_STEP)
+            fail_msg("level %d, step %llu, tick %llu: %u entries for %u timers", level,
+                     (unsigned long long)step, (unsigned long long)tw_now(w), q->entries,
+                     q->count);
         for (int i = 0; i < stay; i++) {
             uint32_t index;
             struct node *n = book.pending[i] ? node_of(w, book.id[i], &index) : NULL;
@@ -456,8 +464,9 @@ static void staged_slot_stays_exact(int level)
         }
         if (q->count > 0 && q->count <= RESCAN_PENDING) {
             if (tw_next_expiry(w) != get_stats(w).next_expiry_exact)
-                fail_msg("level %d, tick %llu: next expiry %llu, exact %llu, the slot holding "
-                         "%u timers in %u entries", level, (unsigned long long)tw_now(w),
+                fail_msg("level %d, step %llu, tick %llu: next expiry %llu, exact %llu, the "
+                         "slot holding %u timers in %u entries", level,
+                         (unsigned long long)step, (unsigned long long)tw_now(w),
                          (unsigned long long)tw_next_expiry(w),
                          (unsigned long long)get_stats(w).next_expiry_exact, q->count,
                          q->entries);
@@ -473,8 +482,62 @@ static void staged_slot_stays_exact(int level)
 static void test_next_expiry_exact_in_a_staged_slot(void **state)
 {
     (void)state;
-    staged_slot_stays_exact(0);
-    staged_slot_stays_exact(1);
+    static const uint64_t steps[2][4] = {{1, 16, 71, 80}, {1, 64, 4544, 5120}};
+    (void)state;
+    for (int level = 0; level < 2; level++)
+        for (int k = 0; k < 4; k++)
+            staged_slot_stays_exact(level, steps[level][k]);
+}
+
+/* A cancel that leaves the slot being staged too stale rotates it one
+ * step: COMPACT_STEP entries read, here all stale (the cancelled timers
+ * sit at its head), so exactly that many leave. */
+static void test_a_cancel_rotates_one_step(void **state)
+{
+    tw_wheel *w = new_wheel(0);
+    const int stale = 215, live = 100;
+    unsigned list = level_list(1) + 1;
+    const struct queue *q = &w->queues[list];
+    uint32_t before;
+    (void)state;
+    book_reset();
+    for (int i = 0; i < stale + live; i++)
+        arm(w, i, span(1) + 100 + (uint64_t)i, 0);
+    assert_true(staging_now(w, list));
+    for (int i = 0; i < stale; i++) /* up to the threshold: 2 * 100 + 15 */
+        assert_int_equal(tw_cancel(w, book.id[i]), 1);
+    assert_int_equal(q->entries, (uint32_t)(stale + live));
+    before = q->entries;
+    assert_int_equal(tw_cancel(w, book.id[stale]), 1); /* 216 > 2 * 99 + 15 */
+    assert_int_equal(before - q->entries, COMPACT_STEP);
+    CHECK(w);
+    drop(w);
+}
+
+/* A compaction under way in a slot that then becomes the one being staged,
+ * before any share has read it: the rotation a cancel there makes ends the
+ * compaction first, whose cursors would no longer match the queue. */
+static void test_rotation_ends_a_compaction(void **state)
+{
+    tw_wheel *w = new_wheel(0);
+    const int count = 1000;
+    unsigned list = level_list(0) + 2;
+    const struct queue *q = &w->queues[list];
+    (void)state;
+    book_reset();
+    for (int i = 0; i < count; i++)
+        arm(w, i, 512 + (uint64_t)(i % 256), 0); /* level 0's slot 2 */
+    for (int i = 0; i < 673; i++)
+        assert_int_equal(tw_cancel(w, book.id[i]), 1);
+    assert_int_not_equal(q->compact_read, NO_POSITION); /* under way */
+    assert_int_equal(tw_advance(w, 256), 0);
+    assert_true(staging_now(w, list));
+    assert_int_not_equal(q->compact_read, NO_POSITION); /* no share read it yet */
+    assert_int_equal(tw_cancel(w, book.id[673]), 1);
+    CHECK(w);
+    assert_int_equal(tw_advance(w, 512), count - 674);
+    CHECK(w);
+    drop(w);
 }
 
 /* ---- the walk stops at every deadline ------------------------------------ */
@@ -662,6 +725,8 @@ int main(void)
         T(test_next_expiry_while_staging),
         T(test_cancels_in_a_staged_slot_leave_it_bounded),
         T(test_next_expiry_exact_in_a_staged_slot),
+        T(test_a_cancel_rotates_one_step),
+        T(test_rotation_ends_a_compaction),
         T(test_walk_stops_at_deadlines),
         T(test_destroy_mid_staging),
         T(test_destroy_with_hooks_cancelling),
