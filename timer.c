@@ -2269,9 +2269,9 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
  * this few pending timers, so small wheels always get exact answers.
  * Compaction (rotation, in the slot being staged) keeps such a slot at
  * about 3 * 32 + 15 entries, stale ones included; RESCAN_ENTRIES only makes
- * that bound explicit. A larger slot
- * answers with the inexact bound, which lies inside the slot: by the time it
- * comes, the slot has been staged into finer slots with exact values. */
+ * that bound explicit. A larger slot answers with the inexact bound, which
+ * lies inside the slot: by the time it comes, the slot has been staged into
+ * finer slots with exact values. */
 #define RESCAN_PENDING 32
 #define RESCAN_ENTRIES 256
 
