@@ -1628,7 +1628,7 @@ static void stage(tw_wheel *w)
                      (deadline - from);
         if (budget) {
             uint64_t moved = stage_entries(w, level, next, budget);
-            if (q->entries && too_stale(q))
+            if (too_stale(q)) /* false for a slot the share emptied */
                 rotate_entries(w, next, ROTATE_PER_MOVE * moved + COMPACT_STEP);
         }
     }
