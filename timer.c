@@ -475,11 +475,12 @@ static int highest_bit(uint32_t x) /* x != 0 */
 #ifndef TW_TEST_LOCK_EVENT
 #define TW_TEST_LOCK_EVENT(lock, what) ((void)0)
 #endif
-/* And four for tests/threads/test_destroy_races.c: tw_destroy has decided
+/* And five for tests/threads/test_destroy_races.c: tw_destroy has decided
  * to stop the timer thread and tear the wheel down; a teardown waits for
  * other threads to leave the wheel; a tw_cancel waiting for a callback has
  * been woken and has not yet taken the lock back; a tw_thread_stop has
- * counted itself in. All with the lock dropped. */
+ * counted itself in; a tw_thread_start has looked at `destroying`. All
+ * with the lock dropped. */
 #ifndef TW_TEST_DESTROY_DECIDED
 #define TW_TEST_DESTROY_DECIDED(w) ((void)0)
 #endif
@@ -491,6 +492,9 @@ static int highest_bit(uint32_t x) /* x != 0 */
 #endif
 #ifndef TW_TEST_STOP_ENTERED
 #define TW_TEST_STOP_ENTERED(w) ((void)0)
+#endif
+#ifndef TW_TEST_START_CHECKED
+#define TW_TEST_START_CHECKED(w) ((void)0)
 #endif
 enum lock_event {
     LOCK_EV_PRODUCER_WAITS, /* a producer found the lock taken */
@@ -2852,22 +2856,27 @@ TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
     int error;
     if (!w || period_us == 0 || w->lock.kind == TW_LOCK_NONE)
         return -EINVAL;
-    lock(w); /* a thread started now would outlive the wheel */
-    error = w->destroying;
-    if (!error)
-        set_mode(w, mode_after_expire);
-    unlock(w);
-    if (error)
-        return -EBUSY;
-    /* Looked at before taking `control`: a stopper holds it while joining,
-     * and this caller may be the very thread it joins. */
+    /* Counted in first, so that a teardown from here on waits for this
+     * call; the state is looked at before taking `control`: a stopper
+     * holds it while joining, and this caller may be the very thread it
+     * joins. */
     if (enter_thread_call(w) != THREAD_IDLE) { /* -EDEADLK included */
         leave_thread_call(w);
         return -EBUSY;
     }
+    /* `destroying` is read holding `control`: a destroy decided after this
+     * read stops the thread made below, because its stop_thread takes
+     * `control` after this call lets go of it. */
     pthread_mutex_lock(&w->control);
+    lock(w);
+    error = w->destroying ? EBUSY : 0;
+    if (!error)
+        set_mode(w, mode_after_expire);
+    unlock(w);
+    TW_TEST_START_CHECKED(w);
     pthread_mutex_lock(&w->sleep_mutex);
-    error = w->thread_state != THREAD_IDLE ? EBUSY : 0;
+    if (!error && w->thread_state != THREAD_IDLE)
+        error = EBUSY;
     if (!error) {
         w->period_us = period_us;
         w->thread_state = THREAD_RUNNING;

@@ -549,7 +549,10 @@ TW_EXPORT uint64_t tw_next_deadline_us(tw_wheel *wheel);
  * watch tw_now() to see it catch up. Returns 0,
  * -EINVAL (NULL wheel, period_us 0, or a TW_LOCK_NONE wheel), -EBUSY (already
  * running, or the wheel is being destroyed: a thread started then would
- * outlive it) or a negative pthread error. Thread-safe. */
+ * outlive it) or a negative pthread error. Thread-safe. A start that meets
+ * a tw_destroy() on another thread either starts its thread before the
+ * destroy decides (the destroy then stops and joins it) or returns -EBUSY;
+ * the destroy waits for it to leave either way. */
 TW_EXPORT int tw_thread_start(tw_wheel *wheel, uint32_t period_us);
 
 /* Stops the timer thread and joins it. The drive in progress ends first:

@@ -32,16 +32,29 @@
  * (f) In the window between a deferred destroy and the end of its
  *     callback, tw_thread_start and tw_destroy from another thread answer
  *     -EBUSY, and the timer thread then frees the wheel by itself.
+ * (g) A tw_thread_start has looked at `destroying` (and found the wheel
+ *     whole) when a destroy comes: tw_destroy from another thread, or a
+ *     shutdown callback on a tw_advance driver. A hook holds the start
+ *     there until the destroy has either returned (wrong: it freed the
+ *     wheel under the start) or gone to sleep waiting (right). Then the
+ *     start may go on: the wheel must not be freed while the start is
+ *     inside, nor with a timer thread running that it started. The
+ *     test's allocator keeps the freed wheel readable, so a start that
+ *     went on into it is seen (a timer thread alive in it, a count left
+ *     in) and its thread is stopped before the test fails.
+ * (h) A tw_thread_start after a destroy has decided: -EBUSY, no thread.
  */
 #define TW_TEST_DESTROY_DECIDED(w) destroy_decided(w)
 #define TW_TEST_TEARDOWN_WAITS(w) teardown_waits(w)
 #define TW_TEST_CANCEL_WOKEN(w) cancel_woken(w)
 #define TW_TEST_STOP_ENTERED(w) stop_entered(w)
+#define TW_TEST_START_CHECKED(w) start_checked(w)
 struct tw_wheel;
 static void destroy_decided(struct tw_wheel *w);
 static void teardown_waits(struct tw_wheel *w);
 static void cancel_woken(struct tw_wheel *w);
 static void stop_entered(struct tw_wheel *w);
+static void start_checked(struct tw_wheel *w);
 #include "../../timer.c"
 
 #include "thr.h"
@@ -231,8 +244,11 @@ static struct {
     atomic_int destroyed; /* on_destroy calls */
 } gap;
 
+static void race_destroy_decided(struct tw_wheel *w);
+
 static void destroy_decided(struct tw_wheel *w)
 {
+    race_destroy_decided(w);
     if (!atomic_load(&gap.armed) || w != gap.w)
         return;
     atomic_store(&gap.decided, 1);
@@ -345,9 +361,11 @@ static _Thread_local int hold_this_stop;
 
 /* The second stopper, counted in, holds until the teardown (run by the
  * first, which joined the thread) shows which way it goes. */
+static void race_stop_entered(struct tw_wheel *w);
+
 static void stop_entered(struct tw_wheel *w)
 {
-    (void)w;
+    race_stop_entered(w);
     if (!hold_this_stop)
         return;
     THR_WAIT_UNTIL(atomic_load(&stop_teardown_waited) ||
@@ -469,6 +487,151 @@ static void test_calls_in_a_deferred_destroys_window(void **state)
     assert_int_equal(atomic_load(&window.destroyed), 1);
 }
 
+/* ---- (g) a start racing a destroy --------------------------------------- */
+
+static struct {
+    tw_wheel *_Atomic w;
+    int from_callback;       /* the destroy comes from a shutdown callback on
+                                a tw_advance driver, else from tw_destroy */
+    int start_after_decision; /* (h): the start comes once the destroy has
+                                 decided, and is not held */
+    atomic_long destroyer;   /* the destroying thread's kernel id */
+    atomic_int checked;      /* the start has looked at `destroying` */
+    atomic_int decided;      /* the destroy has decided */
+    atomic_int stop_entered; /* the destroy is inside stop_thread */
+    atomic_int start;        /* tw_thread_start's result, + 100 once made */
+    atomic_int destroy;      /* tw_destroy's result (or the callbacks
+                                tw_advance ran), + 100 once returned */
+    atomic_int destroyed;    /* on_destroy calls */
+    atomic_int freed_busy;   /* the wheel was freed with a timer thread in
+                                it or a start or stop counted in */
+} race;
+
+static void race_destroy_decided(struct tw_wheel *w)
+{
+    if (w != atomic_load(&race.w))
+        return;
+    atomic_store(&race.decided, 1);
+    if (race.start_after_decision) /* the start answers first */
+        THR_WAIT_UNTIL(atomic_load(&race.start) != 0);
+}
+
+static void race_stop_entered(struct tw_wheel *w)
+{
+    if (w == atomic_load(&race.w))
+        atomic_store(&race.stop_entered, 1);
+}
+
+/* The start, past its check, holds until the destroy has returned or is
+ * asleep inside stop_thread (waiting for this start to let go). */
+static void start_checked(struct tw_wheel *w)
+{
+    if (w != atomic_load(&race.w) || race.start_after_decision)
+        return;
+    atomic_store(&race.checked, 1);
+    THR_WAIT_UNTIL(atomic_load(&race.destroy) != 0 ||
+                   (atomic_load(&race.stop_entered) &&
+                    thr_tid_asleep(atomic_load(&race.destroyer))));
+}
+
+/* Keeps the freed wheel (see keeping_realloc), noting what was still in it
+ * when it was freed. */
+static void *race_realloc(void *pointer, size_t size, void *context)
+{
+    tw_wheel *w = pointer;
+    if (!size && w && w == atomic_load(&race.w) &&
+        (w->thread_state != THREAD_IDLE || w->thread_calls != 0))
+        atomic_store(&race.freed_busy, 1);
+    return keeping_realloc(pointer, size, context);
+}
+
+static void race_shutdown_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)id, (void)data;
+    assert_int_equal(tw_destroy(w), 0); /* deferred to the drive's end */
+}
+
+static void *race_starter_main(void *argument)
+{
+    (void)argument;
+    if (race.start_after_decision)
+        THR_WAIT_UNTIL(atomic_load(&race.decided));
+    atomic_store(&race.start, 100 + tw_thread_start(atomic_load(&race.w), 200));
+    return NULL;
+}
+
+static void *race_destroyer_main(void *argument)
+{
+    tw_wheel *w = argument;
+    atomic_store(&race.destroyer, thr_tid());
+    if (race.from_callback)
+        atomic_store(&race.destroy, 100 + (int)tw_advance(w, 1));
+    else
+        atomic_store(&race.destroy, 100 + tw_destroy(w));
+    return NULL;
+}
+
+/* A timer thread started in a wheel already freed (kept by the test's
+ * allocator) is stopped the way stop_thread would, so that a failing run
+ * ends cleanly. */
+static int stop_stray_thread(tw_wheel *w)
+{
+    int stray = w->thread_state == THREAD_RUNNING;
+    if (stray) {
+        w->thread_state = THREAD_STOPPING;
+        pthread_cond_broadcast(&w->wake);
+        pthread_join(w->thread, NULL);
+    }
+    return stray || w->thread_calls != 0;
+}
+
+static void start_racing_destroy(void **state, int from_callback,
+                                 int start_after_decision)
+{
+    pthread_t starter, destroyer;
+    tw_wheel *w;
+    memset(&race, 0, sizeof race);
+    race.from_callback = from_callback;
+    race.start_after_decision = start_after_decision;
+    w = counted_wheel(state, &race.destroyed, race_realloc);
+    assert_int_not_equal(tw_add(w, from_callback ? 1 : 100000,
+                                race_shutdown_cb, NULL), 0);
+    atomic_store(&race.w, w);
+    thr_create(&starter, race_starter_main, NULL);
+    if (!start_after_decision)
+        THR_WAIT_UNTIL(atomic_load(&race.checked));
+    thr_create(&destroyer, race_destroyer_main, w);
+    thr_join(starter);
+    thr_join(destroyer);
+    atomic_store(&race.w, NULL);
+    if (stop_stray_thread(w)) {
+        free_kept();
+        fail_msg("tw_thread_start went on in a wheel that tw_destroy had freed "
+                 "(a timer thread alive or a count left in it after both returned)");
+    }
+    free_kept();
+    if (atomic_load(&race.freed_busy))
+        fail_msg("the wheel was freed with a timer thread running or a start inside");
+    assert_int_equal(atomic_load(&race.destroy), from_callback ? 101 : 100);
+    assert_int_equal(atomic_load(&race.start), start_after_decision ? 100 - EBUSY : 100);
+    assert_int_equal(atomic_load(&race.destroyed), 1);
+}
+
+static void test_start_racing_destroy(void **state)
+{
+    start_racing_destroy(state, 0, 0);
+}
+
+static void test_start_racing_a_shutdown_callback(void **state)
+{
+    start_racing_destroy(state, 1, 0);
+}
+
+static void test_start_after_the_destroy_decided(void **state)
+{
+    start_racing_destroy(state, 0, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -493,6 +656,15 @@ int main(void)
         T_SPIN(test_calls_in_a_deferred_destroys_window),
         T_ADAPTIVE(test_calls_in_a_deferred_destroys_window),
         T_MUTEX(test_calls_in_a_deferred_destroys_window),
+        T_SPIN(test_start_racing_destroy),
+        T_ADAPTIVE(test_start_racing_destroy),
+        T_MUTEX(test_start_racing_destroy),
+        T_SPIN(test_start_racing_a_shutdown_callback),
+        T_ADAPTIVE(test_start_racing_a_shutdown_callback),
+        T_MUTEX(test_start_racing_a_shutdown_callback),
+        T_SPIN(test_start_after_the_destroy_decided),
+        T_ADAPTIVE(test_start_after_the_destroy_decided),
+        T_MUTEX(test_start_after_the_destroy_decided),
     };
     return THR_RUN(tests);
 }
