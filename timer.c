@@ -331,6 +331,7 @@ struct tw_wheel {
     /* pool */
     struct chunk_table node_chunks;
     uint32_t used;      /* indices below this have been handed out once */
+    uint32_t tag;       /* mixed into this wheel's ids (see make_id) */
     uint32_t free_head; /* LIFO: a reused node is still warm in cache */
     uint32_t free_count;
 
@@ -495,6 +496,10 @@ static int highest_bit(uint32_t x) /* x != 0 */
 #endif
 #ifndef TW_TEST_START_CHECKED
 #define TW_TEST_START_CHECKED(w) ((void)0)
+#endif
+/* tests/unit/test_foreign_ids.c gives two wheels the tags it wants. */
+#ifndef TW_TEST_WHEEL_TAG
+#define TW_TEST_WHEEL_TAG(w, tag) (tag)
 #endif
 enum lock_event {
     LOCK_EV_PRODUCER_WAITS, /* a producer found the lock taken */
@@ -844,9 +849,13 @@ static void set_interval(struct node *n, uint32_t interval)
     n->generation = generation_of(n) | (interval ? PERIODIC : 0);
 }
 
-static tw_id make_id(uint32_t index, uint32_t generation)
+/* An id is the node's index and its generation XORed with the wheel's tag,
+ * so that another wheel's ids name none of this wheel's timers (but for a
+ * chance of about 2^-31 per id, see guarantees.md). Node 0 is never handed
+ * out, so no id is 0 whatever its generation half. */
+static tw_id make_id(const tw_wheel *w, uint32_t index, uint32_t generation)
 {
-    return ((uint64_t)generation << 32) | index;
+    return ((uint64_t)(generation ^ w->tag) << 32) | index;
 }
 
 /* The node named by id if it has not been freed yet, else NULL; the caller
@@ -854,9 +863,9 @@ static tw_id make_id(uint32_t index, uint32_t generation)
 static struct node *node_of(const tw_wheel *w, tw_id id, uint32_t *index_out)
 {
     uint32_t index = (uint32_t)id;
-    uint32_t generation = (uint32_t)(id >> 32);
+    uint32_t generation = (uint32_t)(id >> 32) ^ w->tag;
     struct node *n;
-    if (generation == 0 || index >= w->used)
+    if (index >= w->used)
         return NULL;
     n = node_at(w, index);
     if (generation_of(n) != generation || n->state == NODE_FREE)
@@ -896,6 +905,21 @@ static COLD void *add_chunk(tw_wheel *w, struct chunk_table *t, uint32_t initial
     return chunk->start;
 }
 
+/* Adds a chunk of nodes; the first one's node 0 is retired at once (see
+ * make_id). 0 when the allocator failed. */
+static COLD int add_node_chunk(tw_wheel *w)
+{
+    struct node *nodes = add_chunk(w, &w->node_chunks, 8, MAX_CHUNKS,
+                                   CHUNK_NODES * (sizeof(struct node) + sizeof(struct call)));
+    if (nodes && w->used == 0) {
+        nodes->state = NODE_FREE;
+        nodes->list = LIST_NONE;
+        nodes->generation = 0;
+        w->used = 1;
+    }
+    return nodes != NULL;
+}
+
 /* Returns a node index, or NIL when the allocator failed. */
 static HOT_INLINE uint32_t node_alloc(tw_wheel *w)
 {
@@ -906,9 +930,7 @@ static HOT_INLINE uint32_t node_alloc(tw_wheel *w)
         w->free_count--;
         return index;
     }
-    if (w->used == w->node_chunks.count * CHUNK_NODES &&
-        !add_chunk(w, &w->node_chunks, 8, MAX_CHUNKS,
-                   CHUNK_NODES * (sizeof(struct node) + sizeof(struct call))))
+    if (w->used == w->node_chunks.count * CHUNK_NODES && !add_node_chunk(w))
         return NIL;
     index = w->used++;
     node_at(w, index)->generation = 1;
@@ -2261,7 +2283,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     schedule_call(w, index, n, due, delay);
     w->live++;
     w->added++;
-    id = make_id(index, generation_of(n)); /* before unlocking: it may fire at once */
+    id = make_id(w, index, generation_of(n)); /* before unlocking: it may fire at once */
     unlock(w);
     return id;
 }
@@ -2684,7 +2706,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
         w->running_due = due;
         w->fired++;
         unlock(w);
-        callback(w, make_id(index, generation), user_data);
+        callback(w, make_id(w, index, generation), user_data);
         lock_acquire(&w->lock, 1);
         ran++; /* n is still the node: chunks never move */
         if (n->state == NODE_REARMING && !w->destroying) {
@@ -2964,6 +2986,24 @@ no_sleep_mutex:
     return error;
 }
 
+/* A wheel's tag (see make_id): 31 bits, never 0, from what differs between
+ * wheels without any state they share: the wheel's address, the stack's,
+ * and the monotonic clock in nanoseconds (not the wheel's own clock, which
+ * may be a fake one that reads the same for every wheel), stirred by a
+ * 64-bit finaliser so that every input bit reaches every tag bit. */
+static uint32_t draw_tag(const tw_wheel *w)
+{
+    struct timespec now;
+    uint64_t x;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    x = (uint64_t)(uintptr_t)w ^ (uint64_t)(uintptr_t)&now << 20 ^
+        ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
+    x = (x ^ x >> 31) * UINT64_C(0x7fb5d329728ea185);
+    x = (x ^ x >> 27) * UINT64_C(0x81dadef4bc2dd44d);
+    x = (uint32_t)(x >> 33) & GENERATION_MASK;
+    return x ? (uint32_t)x : 1;
+}
+
 /* Everything but the lock and the thread state, from a valid config. */
 static void wheel_init(tw_wheel *w, const struct tw_config *c, tw_realloc_fn *realloc_fn)
 {
@@ -2983,6 +3023,7 @@ static void wheel_init(tw_wheel *w, const struct tw_config *c, tw_realloc_fn *re
     w->on_destroy = c->on_destroy;
     w->context = c->context;
     w->now = w->staged_tick = c->start_tick;
+    w->tag = TW_TEST_WHEEL_TAG(w, draw_tag(w));
     clock_init(w, c);
 }
 

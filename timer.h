@@ -46,9 +46,12 @@ extern "C" {
 
 typedef struct tw_wheel tw_wheel;
 
-/* Names one timer of one wheel: a pool index plus a generation counter.
- * 0 is never a valid id. An id stays unique for the wheel's lifetime: once its
- * timer is gone, the id matches nothing, even after its node is reused. */
+/* Names one timer of one wheel: a pool index plus a generation counter
+ * (mixed with a tag the wheel draws at creation). 0 is never a valid id. An
+ * id stays unique for the wheel's lifetime: once its timer is gone, the id
+ * matches nothing, even after its node is reused. Another wheel's ids are
+ * refused as stale ones are, but for a chance of about 2^-31 per id (see
+ * docs/guarantees.md, "Ids"). */
 typedef uint64_t tw_id;
 
 /* "No timer pending" from tw_next_expiry() and tw_remaining(). */
@@ -163,7 +166,8 @@ struct tw_stats {
                                  next one's timers moved down early) */
     uint64_t pending_level[4]; /* in level 0..3 slots */
     uint64_t pool_capacity;   /* nodes allocated */
-    uint64_t pool_free;       /* nodes ready for reuse or never used yet */
+    uint64_t pool_free;       /* nodes ready for reuse or never used yet
+                                 (node 0 is neither: it would make id 0) */
     uint64_t bytes;           /* bytes held from the allocator, wheel included */
     uint64_t added;           /* timers added */
     uint64_t fired;           /* callbacks run */

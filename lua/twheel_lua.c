@@ -91,7 +91,8 @@ struct lwheel {
     int driving;      /* advance/expire calls under way: a close from a
                          callback leaves free[] for the drive to free */
 #if !TWL_INTEGER_IDS
-    lua_Number aliases; /* alias ids handed out (see "ids on 5.1") */
+    lua_Number aliases; /* the last alias id handed out is -aliases (see
+                           "ids on 5.1"); starts at alias_start() */
 #endif
 };
 
@@ -199,11 +200,14 @@ static void free_slots(struct lwheel *lw)
  * freed, first reused) reaches after 2M timers. There an id is
  *   generation * 2^22 + index     for a node index below 2^22:
  * exact for every generation (31 bits), and as unique as the C id. A
- * wheel's node indexes count up from 0, so only a wheel that has held
- * more than 4,194,304 timers at once has nodes past that; their timers get
- * alias ids -1, -2, -3, ... (never reused), kept in the alias table
- * closures[0]: alias -> the C id as an 8-byte string, and slot -> alias,
- * both cleared when the timer is released. */
+ * wheel's node indexes count up from 1, so only a wheel that has held
+ * more than 4,194,303 timers at once has nodes past that; their timers get
+ * alias ids -(s + 1), -(s + 2), ... (never reused), kept in the alias
+ * table closures[0]: alias -> the C id as an 8-byte string, and slot ->
+ * alias, both cleared when the timer is released. Each wheel draws its own
+ * s below 2^52, so an alias of another wheel names none of this wheel's
+ * timers (as the tag in a C id does), unless the two wheels' runs of
+ * aliases overlap: about 2k in 2^52 for wheels that hand out k each. */
 #if TWL_INTEGER_IDS
 
 static void push_id(lua_State *L, int closures, tw_id id, uint32_t slot)
@@ -285,6 +289,15 @@ static tw_id to_id(lua_State *L, int arg, int closures)
         lua_pop(L, 1);
     }
     return id;
+}
+
+/* A wheel's first alias, from its address and the clock, mixed. */
+static lua_Number alias_start(const struct lwheel *lw)
+{
+    uint64_t x = (uint64_t)(uintptr_t)lw ^ tw_gettime() << 16;
+    x = (x ^ x >> 31) * UINT64_C(0x7fb5d329728ea185);
+    x = (x ^ x >> 27) * UINT64_C(0x81dadef4bc2dd44d);
+    return (lua_Number)(x >> 12); /* below 2^52 */
 }
 
 /* Under lua_pcall from w_add, which has added a timer: records the alias
@@ -786,6 +799,9 @@ static int l_new(lua_State *L)
     lw = lua_newuserdata(L, sizeof *lw); /* index 3 */
     memset(lw, 0, sizeof *lw);
     lw->tag = &wheel_tag;
+#if !TWL_INTEGER_IDS
+    lw->aliases = alias_start(lw);
+#endif
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_setmetatable(L, 3);
     lua_createtable(L, 0, 1);

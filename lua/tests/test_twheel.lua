@@ -555,6 +555,27 @@ test("the cap: add answers nil and a message, nothing changes", function()
   ok(w:add(3, nothing), "room again")
 end)
 
+test("ids: another wheel's ids are refused as stale ones", function()
+  -- the same history on both wheels: the same nodes and generations, so
+  -- only each wheel's tag tells their ids apart
+  local x, y = ticks(), ticks()
+  local xs, ys = {}, {}
+  for i = 1, 100 do
+    xs[i] = x:add(i, nothing)
+    ys[i] = y:add(i, nothing)
+  end
+  for i = 1, 100 do
+    eq(y:cancel(xs[i]), false, "cancel of x's id on y")
+    eq(y:reschedule(xs[i], 1), false, "reschedule of x's id on y")
+    eq(y:remaining(xs[i]), nil, "remaining of x's id on y")
+    eq(x:cancel(ys[i]), false, "cancel of y's id on x")
+  end
+  for i = 1, 100 do
+    eq(y:remaining(ys[i]), i, "y's own timer " .. i .. " untouched")
+    eq(x:remaining(xs[i]), i, "x's own timer " .. i .. " untouched")
+  end
+end)
+
 test("ids: unique, and a stale id never acts on a newer timer", function()
   local w = ticks()
   local seen, stale = {}, {}
@@ -595,7 +616,7 @@ if aliases then
       if ids[i] < 0 then negative = negative + 1 end
       eq(w:remaining(ids[i]), i % 3, "remaining " .. i)
     end
-    eq(negative, 16, "nodes 4..19 have aliases")
+    eq(negative, 17, "nodes 4..20 have aliases (node 0 is never used)")
     ok(w:reschedule(ids[20], 1), "reschedule an alias")
     ok(w:cancel(ids[19]), "cancel an alias")
     eq(w:cancel(ids[19]), false, "twice")

@@ -166,6 +166,10 @@ static void test_fail_every_allocation_once(void **state)
         scenario(k);
 }
 
+/* Timers the first chunk of nodes holds: its 1024 nodes but node 0, which
+ * is never handed out (so that no id is 0). */
+#define FIRST_CHUNK 1023
+
 /* From some point on nothing can be allocated: adds that need a new chunk
  * fail, nodes freed by cancel or firing are still reused, everything
  * pending fires on time. */
@@ -175,8 +179,8 @@ static void test_allocator_exhausted(void **state)
     struct alloc a;
     memset(&a, 0, sizeof a);
     tw_wheel *w = track(hooked(&a));
-    tw_id ids[1024];
-    for (int i = 0; i < 1024; i++) {
+    tw_id ids[FIRST_CHUNK];
+    for (int i = 0; i < FIRST_CHUNK; i++) {
         ids[i] = tw_add(w, (uint64_t)i + 1, rec_cb, TAG(i));
         assert_int_not_equal(ids[i], 0);
     }
@@ -184,21 +188,21 @@ static void test_allocator_exhausted(void **state)
     a.fail_after = 1;
     for (int round = 0; round < 3; round++)
         ASSERT_FAILS_ERRNO(tw_add(w, 5, rec_cb, TAG(9999)), ENOMEM);
-    assert_int_equal(tw_count(w), 1024);
+    assert_int_equal(tw_count(w), FIRST_CHUNK);
     CHECK(w);
-    assert_int_equal(tw_cancel(w, ids[1023]), 1);
+    assert_int_equal(tw_cancel(w, ids[FIRST_CHUNK - 1]), 1);
     assert_int_not_equal(tw_add(w, 5000, rec_cb, TAG(5000)), 0);
     ASSERT_FAILS_ERRNO(tw_add(w, 5, rec_cb, TAG(9999)), ENOMEM);
     assert_int_equal(tw_advance(w, 10), 10);
     for (int i = 0; i < 10; i++)
         assert_int_not_equal(tw_add(w, 1, rec_cb, TAG(2000 + i)), 0);
-    assert_int_equal(tw_advance(w, 5000), 1023 - 10 + 10 + 1);
-    ASSERT_NFIRES(1024 + 10);
+    assert_int_equal(tw_advance(w, 5000), (FIRST_CHUNK - 1) - 10 + 10 + 1);
+    ASSERT_NFIRES(FIRST_CHUNK + 10);
     for (int i = 0; i < 10; i++)
         ASSERT_FIRE(i, (uint64_t)i + 1, i);
     ASSERT_FIRE(10, 11, 10);
     ASSERT_FIRE(11, 11, 2000);
-    ASSERT_FIRE(1033, 5000, 5000);
+    ASSERT_FIRE(FIRST_CHUNK + 9, 5000, 5000);
     CHECK(w);
     drop(w);
     assert_int_equal(a.live_blocks, 0);
@@ -253,10 +257,10 @@ static void test_bytes_accounting(void **state)
     for (int i = 0; i < 5000; i++) {
         ids[i] = tw_add(w, (uint64_t)i % 300 + 1, rec_cb, NULL);
         assert_int_not_equal(ids[i], 0);
-        if (i == 0 || i == 1023 || i == 1024 || i == 4999) {
+        if (i == 0 || i == FIRST_CHUNK - 1 || i == FIRST_CHUNK || i == 4999) {
             s = get_stats(w);
             assert_int_equal(s.bytes, a.live_bytes);
-            assert_int_equal(s.pool_capacity, (uint64_t)(i / 1024 + 1) * 1024);
+            assert_int_equal(s.pool_capacity, (uint64_t)((i + 1) / 1024 + 1) * 1024);
             assert_true(s.pool_free <= s.pool_capacity - (uint64_t)(i + 1));
         }
     }
