@@ -43,6 +43,12 @@
  *     went on into it is seen (a timer thread alive in it, a count left
  *     in) and its thread is stopped before the test fails.
  * (h) A tw_thread_start after a destroy has decided: -EBUSY, no thread.
+ * (i) Two tw_thread_start calls at once: the first, held after its check,
+ *     keeps the second waiting; one thread runs, the second start answers
+ *     -EBUSY.
+ * (j) A shutdown callback on a tw_advance driver while a timer thread runs
+ *     beside it: the drive stops and joins that thread as it frees the
+ *     wheel; every timer released once, on_destroy once.
  */
 #define TW_TEST_DESTROY_DECIDED(w) destroy_decided(w)
 #define TW_TEST_TEARDOWN_WAITS(w) teardown_waits(w)
@@ -524,8 +530,11 @@ static void race_stop_entered(struct tw_wheel *w)
 
 /* The start, past its check, holds until the destroy has returned or is
  * asleep inside stop_thread (waiting for this start to let go). */
+static void two_starts_checked(struct tw_wheel *w);
+
 static void start_checked(struct tw_wheel *w)
 {
+    two_starts_checked(w);
     if (w != atomic_load(&race.w) || race.start_after_decision)
         return;
     atomic_store(&race.checked, 1);
@@ -632,6 +641,111 @@ static void test_start_after_the_destroy_decided(void **state)
     start_racing_destroy(state, 0, 1);
 }
 
+/* ---- (i) two starts at once --------------------------------------------- */
+
+static struct {
+    tw_wheel *_Atomic w;
+    atomic_int held;      /* a start is held after its check */
+    atomic_long second;   /* the second starter's kernel id, once it runs */
+    atomic_int results[2]; /* each start's result, + 100 once made */
+} starts;
+
+/* The first start to get here holds until the second is asleep, waiting
+ * for `control`, or has answered. */
+static void two_starts_checked(struct tw_wheel *w)
+{
+    if (w != atomic_load(&starts.w) || atomic_exchange(&starts.held, 1))
+        return;
+    THR_WAIT_UNTIL(atomic_load(&starts.second) != 0);
+    THR_WAIT_UNTIL(atomic_load(&starts.results[1]) != 0 ||
+                   thr_tid_asleep(atomic_load(&starts.second)));
+}
+
+static void *second_starter_main(void *argument)
+{
+    (void)argument;
+    THR_WAIT_UNTIL(atomic_load(&starts.held));
+    atomic_store(&starts.second, thr_tid());
+    atomic_store(&starts.results[1], 100 + tw_thread_start(atomic_load(&starts.w), 200));
+    return NULL;
+}
+
+static void test_two_starts_at_once(void **state)
+{
+    pthread_t second;
+    tw_wheel *w = thr_wheel(thr_lock_of(state), 1000, NULL, NULL);
+    memset(&starts, 0, sizeof starts);
+    atomic_store(&starts.w, w);
+    thr_create(&second, second_starter_main, NULL);
+    atomic_store(&starts.results[0], 100 + tw_thread_start(w, 200));
+    thr_join(second);
+    atomic_store(&starts.w, NULL);
+    assert_int_equal(atomic_load(&starts.results[0]), 100);
+    assert_int_equal(atomic_load(&starts.results[1]), 100 - EBUSY);
+    assert_int_equal(timer_thread_state(w), THREAD_RUNNING);
+    assert_int_equal(tw_thread_stop(w), 0);
+    assert_int_equal(timer_thread_state(w), THREAD_IDLE);
+    thr_destroy(w);
+}
+
+/* ---- (j) a shutdown on a tw_advance driver beside a timer thread -------- */
+
+static struct {
+    tw_wheel *_Atomic w;
+    atomic_int released;
+    atomic_int destroyed;
+    atomic_int thread_ran_at_free; /* the timer thread still ran then */
+} beside;
+
+static void beside_release(void *data)
+{
+    (void)data;
+    atomic_fetch_add(&beside.released, 1);
+}
+
+static void beside_shutdown_cb(tw_wheel *w, tw_id id, void *data)
+{
+    (void)id, (void)data;
+    assert_int_equal(timer_thread_state(w), THREAD_RUNNING);
+    assert_int_equal(tw_destroy(w), 0);
+}
+
+static void *beside_realloc(void *pointer, size_t size, void *context)
+{
+    tw_wheel *w = pointer;
+    if (!size && w && w == atomic_load(&beside.w))
+        atomic_store(&beside.thread_ran_at_free, w->thread_state != THREAD_IDLE);
+    return keeping_realloc(pointer, size, context);
+}
+
+static void test_shutdown_on_advance_beside_a_timer_thread(void **state)
+{
+    struct tw_config c;
+    tw_wheel *w;
+    int i;
+    memset(&beside, 0, sizeof beside);
+    tw_config_init(&c);
+    c.lock = thr_lock_of(state);
+    c.on_destroy = count_destroyed;
+    c.context = &beside.destroyed;
+    c.realloc_fn = beside_realloc;
+    w = tw_create(&c);
+    assert_non_null(w);
+    atomic_store(&beside.w, w);
+    assert_int_not_equal(tw_add_ex(w, 1, 0, beside_shutdown_cb, beside_release, NULL), 0);
+    for (i = 0; i < 5; i++)
+        assert_int_not_equal(tw_add_ex(w, 100000, 3, beside_shutdown_cb, beside_release,
+                                       NULL), 0);
+    /* a long period: its drives take no part */
+    assert_int_equal(tw_thread_start(w, 1000000), 0);
+    assert_int_equal(tw_advance(w, 1), 1); /* stops the thread, frees the wheel */
+    assert_int_equal(atomic_load(&beside.destroyed), 1);
+    assert_int_equal(atomic_load(&beside.released), 6);
+    assert_int_equal(atomic_load(&beside.thread_ran_at_free), 0);
+    atomic_store(&beside.w, NULL);
+    free_kept();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -665,6 +779,12 @@ int main(void)
         T_SPIN(test_start_after_the_destroy_decided),
         T_ADAPTIVE(test_start_after_the_destroy_decided),
         T_MUTEX(test_start_after_the_destroy_decided),
+        T_SPIN(test_two_starts_at_once),
+        T_ADAPTIVE(test_two_starts_at_once),
+        T_MUTEX(test_two_starts_at_once),
+        T_SPIN(test_shutdown_on_advance_beside_a_timer_thread),
+        T_ADAPTIVE(test_shutdown_on_advance_beside_a_timer_thread),
+        T_MUTEX(test_shutdown_on_advance_beside_a_timer_thread),
     };
     return THR_RUN(tests);
 }
