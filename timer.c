@@ -331,7 +331,8 @@ struct tw_wheel {
     /* pool */
     struct chunk_table node_chunks;
     uint32_t used;      /* indices below this have been handed out once */
-    uint32_t tag;       /* mixed into this wheel's ids (see make_id) */
+    uint64_t id_tag;    /* this wheel's tag << 32, XORed into its ids (see
+                           make_id) */
     uint32_t free_head; /* LIFO: a reused node is still warm in cache */
     uint32_t free_count;
 
@@ -855,7 +856,7 @@ static void set_interval(struct node *n, uint32_t interval)
  * out, so no id is 0 whatever its generation half. */
 static tw_id make_id(const tw_wheel *w, uint32_t index, uint32_t generation)
 {
-    return ((uint64_t)(generation ^ w->tag) << 32) | index;
+    return (((uint64_t)generation << 32) | index) ^ w->id_tag;
 }
 
 /* The node named by id if it has not been freed yet, else NULL; the caller
@@ -863,7 +864,7 @@ static tw_id make_id(const tw_wheel *w, uint32_t index, uint32_t generation)
 static struct node *node_of(const tw_wheel *w, tw_id id, uint32_t *index_out)
 {
     uint32_t index = (uint32_t)id;
-    uint32_t generation = (uint32_t)(id >> 32) ^ w->tag;
+    uint32_t generation = (uint32_t)((id ^ w->id_tag) >> 32);
     struct node *n;
     if (index >= w->used)
         return NULL;
@@ -2242,9 +2243,8 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
                                   tw_callback *callback, tw_release *release,
                                   void *user_data)
 {
-    uint32_t index = NIL;
+    uint32_t index = NIL, generation;
     struct node *n;
-    tw_id id;
     uint64_t clock, due = 0;
     int release_slot = 0, error = 0;
     if (!w || !callback) {
@@ -2283,9 +2283,9 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     schedule_call(w, index, n, due, delay);
     w->live++;
     w->added++;
-    id = make_id(w, index, generation_of(n)); /* before unlocking: it may fire at once */
+    generation = generation_of(n); /* before unlocking: it may fire at once */
     unlock(w);
-    return id;
+    return make_id(w, index, generation);
 }
 
 /* ==== next expiry ========================================================
@@ -3023,7 +3023,7 @@ static void wheel_init(tw_wheel *w, const struct tw_config *c, tw_realloc_fn *re
     w->on_destroy = c->on_destroy;
     w->context = c->context;
     w->now = w->staged_tick = c->start_tick;
-    w->tag = TW_TEST_WHEEL_TAG(w, draw_tag(w));
+    w->id_tag = (uint64_t)TW_TEST_WHEEL_TAG(w, draw_tag(w)) << 32;
     clock_init(w, c);
 }
 

@@ -148,7 +148,7 @@ static void test_wheels_draw_different_tags(void **state)
     (void)state;
     for (i = 0; i < WHEELS; i++) {
         tw_wheel *w = new_wheel(0);
-        tags[i] = w->tag;
+        tags[i] = (uint32_t)(w->id_tag >> 32);
         assert_int_not_equal(tags[i], 0);
         assert_int_equal(tags[i] & ~GENERATION_MASK, 0);
         drop(w);
