@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Drop-in embedding: timer.h + timer.c copied alone into an empty folder build
+# Drop-in embedding: timer.h, timer.c and src/ copied alone into an empty folder build
 # with gcc and clang, as C99 and C11, with -Wall -Wextra -Wpedantic -Werror;
 # a tiny C program and a C++ translation unit link the object and run; the
 # object defines no global name outside tw_. Also the embedder's knob: a
@@ -17,6 +17,7 @@ src=${1:?usage: drop_in.sh SOURCE_ROOT}
 work=$(mktemp -d "${TMPDIR:-/tmp}/twheel-dropin-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cp "$src/timer.h" "$src/timer.c" "$src/cpp/timer.hpp" "$work/"
+cp -R "$src/src" "$work/src"
 cd "$work" || exit 1
 
 warn=(-Wall -Wextra -Wpedantic -Werror)

@@ -1,0 +1,410 @@
+/* The base of the parts: feature macros, includes, the atomics the lock
+ * and the clock use, the geometry and every type. */
+#if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
+#undef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE 1 /* syscall(), for the adaptive lock's futex */
+#endif
+
+#include "../timer.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+/* TW_NO_FUTEX: build the portable path on Linux too (a test does). */
+#if defined(__linux__) && !defined(TW_NO_FUTEX)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define TW_HAVE_FUTEX 1
+#endif
+
+/* C11 atomics when the compiler offers them; the GNU builtins (same memory
+ * model) keep strict C99 builds working. The lock's words use them, and
+ * so does the clock's drive mode, which adds read before taking the lock. */
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L &&              \
+    !defined(__STDC_NO_ATOMICS__)
+#include <stdatomic.h>
+typedef atomic_uint spin_word;
+#define spin_init(p) atomic_init((p), 0u)
+#define spin_load(p) atomic_load_explicit((p), memory_order_relaxed)
+#define spin_store(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+#define spin_exchange_acquire(p, v)                                           \
+    atomic_exchange_explicit((p), (v), memory_order_acquire)
+#define spin_store_release(p, v)                                              \
+    atomic_store_explicit((p), (v), memory_order_release)
+#define spin_claim(p, expected, v)                                            \
+    atomic_compare_exchange_strong_explicit((p), (expected), (v),             \
+                                            memory_order_acquire,             \
+                                            memory_order_relaxed)
+/* sequentially consistent: the adaptive lock's wake-up of the driver */
+#define spin_load_sc(p) atomic_load((p))
+#define spin_store_sc(p, v) atomic_store((p), (v))
+#define spin_exchange_sc(p, v) atomic_exchange((p), (v))
+#define spin_claim_sc(p, expected, v)                                         \
+    atomic_compare_exchange_strong((p), (expected), (v))
+#elif defined(__GNUC__)
+typedef unsigned spin_word;
+#define spin_init(p) (*(p) = 0u)
+#define spin_load(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define spin_store(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define spin_exchange_acquire(p, v) __atomic_exchange_n((p), (v), __ATOMIC_ACQUIRE)
+#define spin_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define spin_claim(p, expected, v)                                            \
+    __atomic_compare_exchange_n((p), (expected), (v), 0, __ATOMIC_ACQUIRE,    \
+                                __ATOMIC_RELAXED)
+#define spin_load_sc(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define spin_store_sc(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define spin_exchange_sc(p, v) __atomic_exchange_n((p), (v), __ATOMIC_SEQ_CST)
+#define spin_claim_sc(p, expected, v)                                         \
+    __atomic_compare_exchange_n((p), (expected), (v), 0, __ATOMIC_SEQ_CST,    \
+                                __ATOMIC_SEQ_CST)
+#else
+#error "twheel needs C11 atomics or the GNU __atomic builtins"
+#endif
+
+/* ==== geometry and types ================================================
+ * Skynet's shape: near slots for the current 256-tick window, then four
+ * levels of 64 slots, each covering 6 more bits of the 32-bit tick. Near
+ * and levels 0..2 have twice the slots (a ring): the half not in use holds the
+ * next window's timers, moved there ahead of time a few per tick by the
+ * staging (see its section) instead of all at once when time enters that
+ * window. Level 3 is never staged into and keeps 64. */
+
+#define NEAR_BITS 8
+#define NEAR_SIZE (1u << NEAR_BITS) /* ticks in a near window */
+#define NEAR_MASK (NEAR_SIZE - 1)
+#define NEAR_SLOTS (2 * NEAR_SIZE)
+#define NEAR_RING_MASK (NEAR_SLOTS - 1)
+#define LEVEL_BITS 6
+#define LEVEL_SIZE (1u << LEVEL_BITS) /* slots in a level's window */
+#define LEVEL_SLOTS (2 * LEVEL_SIZE)  /* room given to each level */
+#define LEVEL_RING_MASK (LEVEL_SLOTS - 1)
+#define LEVELS 4
+
+/* Every pending node is placed in exactly one queue, named by a small
+ * number: the 512 near slots, the 4*128 level slots (level 3 uses 64), and
+ * two due queues that take turns: one collects timers due now for the next
+ * advance while the driver runs the other. ("list" in names below means
+ * such a number.) Level l's slots start at level_list(l), a multiple of 64,
+ * so a level's occupancy bits fill whole words. */
+#define LIST_LEVEL0 NEAR_SLOTS
+#define LIST_SLOTS (NEAR_SLOTS + LEVELS * LEVEL_SLOTS) /* 1024 */
+#define LIST_DUE_A LIST_SLOTS
+#define LIST_DUE_B (LIST_SLOTS + 1)
+#define LIST_COUNT (LIST_SLOTS + 2)
+#define LIST_NONE 0xffffu
+#define LEVEL_SLOT_COUNT (LIST_SLOTS - LIST_LEVEL0)
+
+/* A node's `list` field names its queue. On a due queue, the due tick may
+ * lie more than 2^32 ticks back (a callback re-armed it during a long jump),
+ * so the field also keeps bits 32..45 of the due tick: flag | which queue |
+ * 14 epoch bits. */
+#define DUE_FLAG 0x8000u
+#define DUE_WHICH_SHIFT 14
+#define DUE_EPOCH_BITS 14
+#define DUE_EPOCH_MASK ((1u << DUE_EPOCH_BITS) - 1)
+
+/* A queue is a chain of 64-byte blocks (one cache line: a link and 15 node
+ * indices). A position names one entry: block number << 4 | offset, 0..14;
+ * offset 15 (BLOCK_ENTRIES) means one past the block's last entry, where
+ * a walk steps to the next block (next_position). */
+#define BLOCK_ENTRIES 15
+#define POSITION_BITS 4
+#define OFFSET_MASK ((1u << POSITION_BITS) - 1)
+#define NO_POSITION UINT32_MAX
+#define BLOCK_CHUNK_BITS 7 /* blocks come from the allocator 128 at a time */
+#define BLOCK_CHUNK (1u << BLOCK_CHUNK_BITS)
+#define MAX_BLOCK_CHUNKS ((UINT32_C(1) << (32 - POSITION_BITS - BLOCK_CHUNK_BITS)) - 1)
+
+#define NIL UINT32_MAX
+
+/* Nodes live in fixed chunks that never move; a pool index names a node. */
+#define CHUNK_BITS 10
+#define CHUNK_NODES (1u << CHUNK_BITS)
+#define MAX_CHUNKS ((UINT32_C(1) << (32 - CHUNK_BITS)) - 1) /* index < NIL */
+
+#define MAX_RELEASES 255
+
+enum node_state {
+    NODE_FREE = 0,   /* on the free list (or retired) */
+    NODE_LINKED,     /* placed in a queue: a slot or a due queue */
+    NODE_DETACHED,   /* in no queue for a moment, under the lock: popped,
+                        unlinked or being sorted, and relinked, run or
+                        ended before the lock is dropped */
+    NODE_REARMING,   /* in no queue: a periodic timer whose callback runs,
+                        still live; re-armed when the callback returns */
+    NODE_ENDED       /* in no queue and dead (its id no longer works), its
+                        callback or release hook still running: freed as
+                        soon as that returns */
+};
+
+/* Everything a cancel, reschedule or move reads or writes: 32 bytes, in
+ * chunks aligned so that a node never straddles two cache lines, so each
+ * of those touches one node line. What the timer calls lives apart
+ * (struct call), touched only by the add, the dispatch and finish_node,
+ * which ends a timer that has a release hook, or one that a cancel or the
+ * destroy ends. */
+struct node {
+    uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain */
+    uint32_t position;    /* its live queue entry, or NO_POSITION */
+    uint32_t generation;  /* bumped on free, the high half of the id (low 31
+                             bits); PERIODIC: the timer has an interval */
+    uint16_t list;        /* which list holds it (see DUE_FLAG), or LIST_NONE */
+    uint8_t state;        /* enum node_state */
+    uint8_t release;      /* index into tw_wheel.releases, 0 for none */
+    uint32_t interval;    /* ticks between firings, for a PERIODIC timer */
+    uint32_t link;        /* in no queue, on a chain of nodes: the free list,
+                             or a slot being sorted (see "order"); the next
+                             node on it, or NIL */
+    uint64_t stamp;       /* order of its last add, reschedule or re-arm:
+                             timers due at one tick run by it (see "order") */
+};
+
+/* What a timer calls, beside its node: a dispatch reads both lines. */
+struct call {
+    tw_callback *callback;
+    void *user_data;
+};
+
+/* a node is half a cache line */
+typedef char node_fills_half_a_line[sizeof(struct node) == 32 ? 1 : -1];
+
+/* Nodes and queue blocks come from the allocator in chunks that never
+ * move, each aligned to a cache line: a node chunk holds CHUNK_NODES nodes
+ * and then their calls (see call_at), a block chunk BLOCK_CHUNK blocks. A
+ * table of chunks grows by doubling. */
+struct chunk {
+    void *start;  /* aligned to 64 inside `memory` */
+    void *memory; /* as the allocator gave it */
+};
+
+struct chunk_table {
+    struct chunk *chunks;
+    uint32_t count, capacity;
+};
+
+#define PERIODIC 0x80000000u
+#define GENERATION_MASK 0x7fffffffu
+
+struct block {
+    uint32_t next; /* next block of its queue or of the free list, or NIL */
+    uint32_t index[BLOCK_ENTRIES];
+};
+
+/* Entries are appended at the tail and taken from the head, so timers of one
+ * tick keep their insertion order. An entry whose node has since been
+ * cancelled or moved is stale and is skipped when reached. */
+struct queue {
+    uint32_t head, tail; /* next entry to read, next to write; NO_POSITION
+                            when the queue holds no block */
+    uint32_t count;      /* live entries */
+    uint32_t entries;    /* live and stale entries */
+    /* a compaction in progress (see compact_step), or compact_read ==
+     * NO_POSITION */
+    uint32_t compact_read, compact_write;
+    uint32_t compact_holes;  /* stale entries passed over */
+};
+
+/* The timer thread's state, under sleep_mutex. THREAD_LEFT_TEARDOWN: its
+ * drive destroyed the wheel while another thread was joining it; it exits
+ * without freeing the wheel, and the joiner frees it. */
+enum thread_state {
+    THREAD_IDLE = 0,
+    THREAD_RUNNING,
+    THREAD_STOPPING,
+    THREAD_LEFT_TEARDOWN
+};
+
+/* One lock per wheel (see the lock section, the only code that touches
+ * these words). */
+struct wheel_lock {
+    int kind;                 /* enum tw_lock_kind */
+    spin_word word;           /* adaptive: LOCK_* bits; spin: 0 or 1 */
+    spin_word driver_waiting; /* the driver waits: spin lock producers stand
+                                 back; the adaptive driver sleeps on it */
+    spin_word driver_claim;   /* a thread drives, or is about to */
+    pthread_mutex_t mutex;    /* TW_LOCK_MUTEX */
+};
+
+/* Where a delay counts from (see the clock section). The first three are
+ * tw_drive_kind's values. */
+enum clock_mode {
+    MODE_AUTO = TW_DRIVE_AUTO,   /* not driven yet: from now, exact */
+    MODE_CLOCK = TW_DRIVE_CLOCK, /* from the clock */
+    MODE_TICKS = TW_DRIVE_TICKS, /* from now; only tw_advance drove it, so
+                                    the clock says nothing of when the next
+                                    tick comes */
+    MODE_TICKS_CLOCKED           /* from now; tw_expire or the timer thread
+                                    has driven it too */
+};
+
+/* The wheel's clock: ticks are counted from a reference point (tick
+ * base_tick began at reading base_us), so remainders carry over. */
+struct wheel_clock {
+    spin_word mode;     /* enum clock_mode. Written under the lock; read
+                           before it by add and reschedule, to know whether
+                           to read the clock */
+    uint32_t tick_us;
+    clockid_t id;
+    tw_clock_fn *fn;    /* or NULL: clock_gettime(id) */
+    void *context;
+    uint64_t base_us, base_tick;
+    uint64_t last_us;   /* the latest reading a call counted from */
+};
+
+/* The drive in progress (tw_advance, tw_expire, the timer thread), on the
+ * driving thread's stack; tw_wheel.drive points to it while it lasts. */
+struct drive {
+    pthread_t thread;
+    uint64_t target;  /* the tick the call walks to */
+    int timer_thread; /* the timer thread drives */
+    int free_wheel;   /* tw_destroy was called on the driving thread: the
+                         wheel is freed as the drive ends */
+};
+
+/* A release hook running with the lock dropped. Frames live on the stacks
+ * of the threads running hooks and are chained per wheel (newest first), so
+ * tw_destroy can tell that it is called from inside one, and so teardown
+ * can wait for hooks that other threads are running. */
+struct hook_frame {
+    struct hook_frame *next;
+    pthread_t thread;
+    int destroy; /* tw_destroy was called in this hook: finish it after */
+};
+
+/* A tw_cancel asleep until the callback running on its timer is settled,
+ * on that thread's stack; `settled` is set under `sleep_mutex`. */
+struct cancel_wait {
+    struct cancel_wait *next;
+    int settled;
+};
+
+struct tw_wheel {
+    /* time: 64-bit `now`; its low 32 bits are skynet's `time` */
+    uint64_t now;
+    uint64_t live; /* tw_count() */
+
+    /* slots, with one occupancy bit per slot, by queue number: near in
+     * words 0..7, level i in words 8 + 2i and 9 + 2i (level 3's second word
+     * stays empty) */
+    struct queue queues[LIST_COUNT];
+    uint64_t occupied[LIST_SLOTS / 64];
+    uint32_t occupied_words; /* bit k: occupied[k] has a bit set */
+    /* per level slot: the least due tick filed there (low 32 bits), a lower
+     * bound on its timers, exact unless the slot's bit in least_inexact says
+     * the timer that held it has left since */
+    uint32_t least[LEVEL_SLOT_COUNT];
+    uint64_t least_inexact[LEVEL_SLOT_COUNT / 64];
+    uint64_t staged_tick; /* `now` when the staging last ran */
+
+    /* order (see "order"): the last stamp handed out; per near slot, the
+     * highest stamp appended since it was last empty, and a bit set when a
+     * lower one came after it */
+    uint64_t stamp;
+    uint64_t near_stamp[NEAR_SLOTS];
+    uint64_t unsorted[NEAR_SLOTS / 64];
+
+    /* pool */
+    struct chunk_table node_chunks;
+    uint32_t used;      /* indices below this have been handed out once */
+    uint64_t id_tag;    /* this wheel's tag << 32, XORed into its ids (see
+                           make_id) */
+    uint32_t free_head; /* LIFO: a reused node is still warm in cache */
+    uint32_t free_count;
+
+    /* queue blocks */
+    struct chunk_table block_chunks;
+    uint32_t free_block; /* free blocks, linked by `next` */
+    uint32_t entries; /* in all queues, stale ones included */
+    uint64_t entries_supported; /* by the blocks there are */
+
+    /* dispatch */
+    unsigned due_list;    /* the due queue collecting timers for next time */
+    uint32_t running;     /* node whose callback is running, or NIL */
+    uint64_t running_due; /* the tick that node was due at */
+    struct cancel_wait *cancel_waits; /* tw_cancel calls waiting for it */
+
+    /* driving and lifetime */
+    struct drive *drive;      /* the drive in progress, or NULL */
+    int destroying;           /* tw_destroy has begun: nothing is added or
+                                 fires */
+    struct hook_frame *hooks; /* release hooks running now */
+    struct wheel_lock lock;
+    struct wheel_clock clock;
+
+    /* allocation */
+    tw_realloc_fn *realloc_fn;
+    void *alloc_context;
+    uint64_t bytes;
+    uint64_t max_timers; /* UINT64_MAX for no cap */
+
+    /* release functions, remembered so a node needs one byte, not eight */
+    tw_release *releases[MAX_RELEASES + 1];
+    uint32_t release_count;
+    void *context;          /* the caller's, from tw_config */
+    tw_release *on_destroy; /* told once the wheel is freed */
+
+    /* counters for tw_get_stats, and what tw_check last found broken */
+    uint64_t added, fired, cancelled, rescheduled, cascaded, rebases;
+    const char *broken;
+
+    /* timer thread: `control` serialises start/stop; `sleep_mutex` guards
+     * the state threads sleep on (the timer thread between expiries, a
+     * tw_cancel waiting for a callback), and `wake` wakes them */
+    pthread_mutex_t control;
+    pthread_mutex_t sleep_mutex;
+    pthread_cond_t wake;
+    pthread_t thread;
+    int thread_state;
+    uint32_t period_us;
+    uint32_t thread_calls; /* tw_thread_start/stop calls inside, which a
+                              teardown waits out */
+};
+
+/* Small functions on the hot paths are inlined by force (a call per timer
+ * per step is measurable); cold paths, and long ones that would weigh on a
+ * short caller's frame, are kept out of line. */
+#if defined(__GNUC__)
+#define HOT_INLINE inline __attribute__((always_inline))
+#define COLD __attribute__((noinline, cold))
+#define NOINLINE __attribute__((noinline))
+#else
+#define HOT_INLINE inline
+#define COLD
+#define NOINLINE
+#endif
+
+static int lowest_bit(uint64_t x) /* x != 0 */
+{
+#if defined(__GNUC__)
+    return __builtin_ctzll(x);
+#else
+    int n = 0;
+    while (!(x & 1)) {
+        x >>= 1;
+        n++;
+    }
+    return n;
+#endif
+}
+
+static int highest_bit(uint32_t x) /* x != 0 */
+{
+#if defined(__GNUC__)
+    return 31 - __builtin_clz(x);
+#else
+    int n = 31;
+    while (!(x & 0x80000000u)) {
+        x <<= 1;
+        n--;
+    }
+    return n;
+#endif
+}

@@ -1,0 +1,223 @@
+/* ==== staging ===========================================================
+ * Skynet re-files a whole level slot when time enters its span (a cascade):
+ * with a million timers that is hundreds of thousands of moves in one tick.
+ * Here each level slot is moved one level down ahead of time instead, a
+ * share per tick, while the slot before it is current: into the other half
+ * of the ring below (near for level 0), which holds the next window and so
+ * mixes with nothing current. The share is what is left divided by the
+ * ticks left, so moving a slot costs about its size over its span per tick,
+ * and a jump over many ticks does their shares at once.
+ *
+ * Deadlines: level 0 must be done as its span starts (near dispatches it);
+ * level l >= 1 one level-(l-1) slot span earlier, when the level below
+ * starts staging the first slot it fed. next_event stops the driver at each
+ * deadline, so a jump does each slot's moves at the ticks ticking one by one
+ * would (a slot left past its deadline is still emptied as its span starts,
+ * before anything in it is due: the stops keep the shares, not exactness).
+ * A timer filed after its slot's deadline (adds go by skynet's rule) waits
+ * for the next tick, and is moved then: that work is bounded by the adds
+ * since.
+ *
+ * Moved later: a timer rescheduled later while it waits in a level slot
+ * keeps its entry there (moves_in_place). The staging that reaches it
+ * goes by its tick: still inside the slot's span, it moves down as any
+ * other; past it, it is filed where an add would file it now. That is one
+ * move, inside the slot's share, however often it was pushed back
+ * meanwhile: an idle timeout pushed on every packet costs a write to its
+ * node.
+ *
+ * Order: a slot is read from its head and appended to the tails below, and
+ * adds and reschedules go to the highest level that can hold their tick,
+ * so for any one tick the entries in a higher slot are newer than those
+ * already moved below. Only a timer moved later breaks that, and its stamp
+ * puts it back in place (see "order"). Outside stage(), the slot time
+ * itself is in is empty at every level.
+ *
+ * Stale entries: a slot being staged loses live timers from its head, so
+ * compaction's bound on its stale entries (see "compaction and unlink")
+ * would not hold there: live timers at the head moved down, the stale
+ * entries behind them kept, a slot left with 32 timers could hold
+ * hundreds of entries, too many for tw_next_expiry to re-read. And it
+ * cannot be compacted in place, since the staging reads its head. Instead
+ * it is rotated while too_stale: entries are taken off its head, the stale
+ * ones dropped and the live ones put back at its tail, in the same slot.
+ * Its live count holds while its stale entries go, as under compaction:
+ * COMPACT_STEP entries per unlink from it, and after each share
+ * ROTATE_PER_MOVE per timer the share moved down, plus COMPACT_STEP. The
+ * rotated timers reach the slots below later than their neighbours, and
+ * their stamps keep their places (see "order"). */
+#define ROTATE_PER_MOVE 8
+
+/* Moves the live entries at offsets offset..end-1 of block `block` of
+ * level slot `list`, whose span is the `span` ticks from `start`, to the
+ * tails of their slots below (`below`, and the bits `shift` and `mask` of
+ * their tick that pick the slot there). A node rescheduled past the span
+ * while it waited here is filed where an add would file it. Returns how
+ * many moved. Inlined by force so the constants of a move into near drop
+ * the level upkeep. */
+static HOT_INLINE uint64_t move_run(tw_wheel *w, unsigned list, const struct block *b,
+                                    uint32_t block, unsigned offset, unsigned end,
+                                    uint32_t start, uint32_t span,
+                                    unsigned below, unsigned shift, unsigned mask)
+{
+    uint64_t moved = 0;
+    for (; offset < end; offset++) {
+        uint32_t index = b->index[offset];
+        struct node *n = node_at(w, index);
+        if (n->state != NODE_LINKED || n->position != ((block << POSITION_BITS) | offset))
+            continue;
+        forget_least(w, list - LIST_LEVEL0, n->expire);
+        w->queues[list].count--;
+        if ((uint32_t)(n->expire - start) < span)
+            link_tail(w, below + ((n->expire >> shift) & mask), index, n);
+        else
+            link_tail(w, slot_for(n->expire, (uint32_t)w->now), index, n);
+        moved++;
+    }
+    return moved;
+}
+
+/* Moves up to `budget` entries, live or stale, off the head of a level
+ * slot, each live one to the tail of its slot one level down. A block's
+ * entries are read as a run and the queue's counts settled once per run
+ * (before the moves, so the reserve of blocks holds: see reserve_entries);
+ * a block goes back to the pool once passed. */
+static uint64_t stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t budget)
+{
+    struct queue *q = &w->queues[list];
+    uint32_t start = (uint32_t)slot_start(w, level, list);
+    uint32_t span = UINT32_C(1) << level_shift(level);
+    uint64_t moved = 0;
+    compact_abandon(q);
+    if (budget >= BLOCK_ENTRIES) /* a short batch would spend more on it */
+        prefetch_queue(w, list, level == 0);
+    while (budget > 0 && q->entries) {
+        uint32_t block = q->head >> POSITION_BITS, next;
+        struct block *b = block_at(w, block);
+        unsigned offset = q->head & OFFSET_MASK, run = BLOCK_ENTRIES - offset, end;
+        if (run > q->entries)
+            run = q->entries;
+        if (run > budget)
+            run = (unsigned)budget;
+        end = offset + run;
+        budget -= run;
+        q->entries -= run;
+        w->entries -= run;
+        next = b->next;
+        if (level == 0) /* into near: the constants leave out level upkeep */
+            moved += move_run(w, list, b, block, offset, end, start, span, 0, 0,
+                              NEAR_RING_MASK);
+        else
+            moved += move_run(w, list, b, block, offset, end, start, span,
+                              level_list(level - 1), level_shift(level - 1),
+                              LEVEL_RING_MASK);
+        pass_head(w, q, block, next, end, level == 0);
+    }
+    if (q->count == 0)
+        queue_drop(w, list); /* what is left is stale */
+    w->cascaded += moved;
+    return moved;
+}
+
+/* Takes up to `budget` entries off the head of level slot `list`, the one
+ * being staged, and puts the live ones back at its tail: the slot keeps
+ * its timers and loses the stale entries passed (see "Stale entries"). At
+ * most one pass over the slot. */
+static void rotate_entries(tw_wheel *w, unsigned list, uint64_t budget)
+{
+    struct queue *q = &w->queues[list];
+    compact_abandon(q);
+    if (budget > q->entries) /* one pass: the second would find none */
+        budget = q->entries;
+    for (; budget > 0; budget--) {
+        uint32_t index, position = take_head(w, q, &index, 0);
+        if (entry_live(w, index, position))
+            node_at(w, index)->position = queue_push(w, list, index);
+    }
+}
+
+/* The slot of `level` that staging is moving down now: the one after the
+ * slot time is in. */
+static unsigned staged_slot(const tw_wheel *w, unsigned level)
+{
+    return level_list(level) +
+           (((unsigned)(w->now >> level_shift(level)) + 1) & (level_ring(level) - 1));
+}
+
+/* The tick the slot after time's at `level` starts at: no timer in the
+ * level is due earlier. */
+static uint64_t next_start(const tw_wheel *w, unsigned level)
+{
+    return ((w->now >> level_shift(level)) + 1) << level_shift(level);
+}
+
+/* How long before a level slot's span starts its staging must be done:
+ * before the level below begins staging the span's first slot (near has
+ * nothing below: level 0 finishes as its span starts). */
+static uint64_t stage_lead(unsigned level)
+{
+    return level ? UINT64_C(1) << level_shift(level - 1) : 0;
+}
+
+/* Brings every level's staging up to `now`, top level first so that what
+ * a level moves down is there for the level below to move on. */
+static void stage(tw_wheel *w)
+{
+    unsigned level = LEVELS;
+    while (level-- > 0) {
+        unsigned shift = level_shift(level), size = level_ring(level);
+        uint64_t current = w->now >> shift, start = (current + 1) << shift;
+        uint64_t deadline = start - stage_lead(level), from, budget;
+        unsigned here = level_list(level) + ((unsigned)current & (size - 1));
+        unsigned next = staged_slot(w, level);
+        struct queue *q = &w->queues[next];
+        if (!level_occupied(w, level))
+            continue;
+        /* the slot time is in: level 0's on its first tick (its deadline),
+         * or timers filed into a slot after its deadline had passed */
+        if (w->queues[here].entries)
+            stage_entries(w, level, here, UINT64_MAX);
+        if (!q->entries)
+            continue;
+        from = start - (UINT64_C(1) << shift);
+        if (from < w->staged_tick)
+            from = w->staged_tick;
+        if (w->now >= deadline)
+            budget = UINT64_MAX;
+        else /* its share of the entries left for the ticks since `from` */
+            budget = (q->entries * (w->now - from) + (deadline - from) - 1) /
+                     (deadline - from);
+        if (budget) {
+            uint64_t moved = stage_entries(w, level, next, budget);
+            if (too_stale(q)) /* false for a slot the share emptied */
+                rotate_entries(w, next, ROTATE_PER_MOVE * moved + COMPACT_STEP);
+        }
+    }
+    w->staged_tick = w->now;
+}
+
+/* Ticks from now to the next tick at which the wheel has work: a near slot
+ * to dispatch, or a level slot whose staging must be finished by then;
+ * TW_NEVER when every slot is empty. Staging may be overdue (a timer filed
+ * in a slot past its deadline): that is work for the next tick. */
+static uint64_t next_event(const tw_wheel *w)
+{
+    uint64_t best = near_next(w), start;
+    unsigned level;
+    if (best == 1)
+        return 1; /* no deadline comes sooner */
+    for (level = 0; level < LEVELS; level++) {
+        /* no deadline of the level comes before the next slot's, and an
+         * overdue one counts as the next tick */
+        uint64_t soonest = next_start(w, level) - stage_lead(level);
+        if (soonest > w->now && soonest - w->now >= best)
+            continue;
+        if (level_first(w, level, &start)) {
+            uint64_t deadline = start - stage_lead(level);
+            uint64_t step = deadline > w->now ? deadline - w->now : 1;
+            if (step < best)
+                best = step;
+        }
+    }
+    return best;
+}
