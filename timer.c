@@ -17,9 +17,9 @@
 #include "src/base.h"       /* geometry and types */
 #include "src/lock.c"       /* the wheel's lock */
 #include "src/pool.c"       /* nodes and ids */
+#include "src/queue.c"      /* the slot store: queues of node indices */
 #include "src/slots.c"      /* slots and bitmaps */
 #include "src/staging.c"    /* moving level slots down ahead of time */
-#include "src/compaction.c" /* compaction and unlink */
 #include "src/order.c"      /* one tick's timers in stamp order */
 #include "src/clock.c"      /* where a delay counts from */
 #include "src/timers.c"     /* add and next expiry */

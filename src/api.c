@@ -88,16 +88,12 @@ static uint32_t draw_tag(const tw_wheel *w)
 /* Everything but the lock and the thread state, from a valid config. */
 static void wheel_init(tw_wheel *w, const struct tw_config *c, tw_realloc_fn *realloc_fn)
 {
-    unsigned list;
     memset(w, 0, sizeof *w);
     w->realloc_fn = realloc_fn;
     w->alloc_context = c->alloc_context;
     w->bytes = sizeof *w;
-    for (list = 0; list < LIST_COUNT; list++)
-        w->queues[list].head = w->queues[list].tail =
-            w->queues[list].compact_read = NO_POSITION;
+    queue_init(w);
     w->free_head = NIL;
-    w->free_block = NIL;
     w->running = NIL;
     w->due_list = LIST_DUE_A;
     w->max_timers = c->max_timers ? c->max_timers : UINT64_MAX;
@@ -274,7 +270,7 @@ static NOINLINE int cancel_rest(tw_wheel *w, tw_id id)
 /* The end of a cancel whose queue needs settling. */
 static NOINLINE int settle_and_unlock(tw_wheel *w, unsigned list)
 {
-    settle_queue(w, list);
+    settle_slot(w, list);
     unlock(w);
     return 1;
 }
@@ -326,19 +322,19 @@ static HOT_INLINE int moves_in_place(const tw_wheel *w, const struct node *n,
  * be. When the allocator refuses, the queue the node leaves is compacted
  * at once: that takes back at least the entry it left there, so the move
  * never fails for memory (a periodic timer whose callback runs has no
- * entry: it takes the one kept for its re-arm, see reserve_entries). That
+ * entry: it takes the one kept for its re-arm, see queue_reserve). That
  * compaction costs a pass over the queue, paid only while memory is short.
  * Lock held; the move ends the reschedule: it unlocks and returns 1. Out of
  * line, and called last, so that the move in place saves no registers. */
 static NOINLINE int move_now(tw_wheel *w, uint32_t index, struct node *n,
                              uint64_t due, uint64_t delay)
 {
-    int short_of_entries = reserve_entries(w, 1) != 0;
+    int short_of_entries = queue_reserve(w, 1) != 0;
     if (n->state == NODE_LINKED) {
         unsigned list = list_of(n);
         unlink_node(w, n);
         if (short_of_entries)
-            compact_whole(w, list);
+            queue_compact_whole(w, list);
     }
     schedule_call(w, index, n, due, delay);
     unlock(w);
@@ -509,7 +505,7 @@ TW_EXPORT int32_t tw_timeout_ms(tw_wheel *w)
     if (by_clock)
         due_us = tick_start_us(w, ticks);
     unlock(w);
-    wait_us = ticks > UINT64_MAX / w->clock.tick_us ? UINT64_MAX : ticks * w->clock.tick_us;
+    wait_us = saturated_product(ticks, w->clock.tick_us);
     /* Read after the lock: a later reading can only shorten the wait. A
      * clock that went back makes the next tw_expire re-base, after which
      * the timer is `ticks` whole ticks away: wait_us stands. */
@@ -615,7 +611,7 @@ TW_EXPORT int tw_get_stats(tw_wheel *w, struct tw_stats *stats)
     s.now = w->now;
     s.pending = w->live;
     for (list = 0; list < LIST_COUNT; list++) /* not kept on the hot paths */
-        *group_count[group_of(list)] += w->queues[list].count;
+        *group_count[group_of(list)] += queue_count(w, list);
     s.pool_capacity = (uint64_t)w->node_chunks.count * CHUNK_NODES;
     s.pool_free = w->free_count + (s.pool_capacity - w->used);
     s.bytes = w->bytes;

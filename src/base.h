@@ -111,26 +111,59 @@ typedef unsigned spin_word;
 #define DUE_EPOCH_BITS 14
 #define DUE_EPOCH_MASK ((1u << DUE_EPOCH_BITS) - 1)
 
-/* A queue is a chain of 64-byte blocks (one cache line: a link and 15 node
- * indices). A position names one entry: block number << 4 | offset, 0..14;
- * offset 15 (BLOCK_ENTRIES) means one past the block's last entry, where
- * a walk steps to the next block (next_position). */
-#define BLOCK_ENTRIES 15
-#define POSITION_BITS 4
-#define OFFSET_MASK ((1u << POSITION_BITS) - 1)
-#define NO_POSITION UINT32_MAX
-#define BLOCK_CHUNK_BITS 7 /* blocks come from the allocator 128 at a time */
-#define BLOCK_CHUNK (1u << BLOCK_CHUNK_BITS)
-#define MAX_BLOCK_CHUNKS ((UINT32_C(1) << (32 - POSITION_BITS - BLOCK_CHUNK_BITS)) - 1)
-
 #define NIL UINT32_MAX
 
-/* Nodes live in fixed chunks that never move; a pool index names a node. */
+/* ---- tuning -------------------------------------------------------------
+ * Every constant a maintainer might turn, with the bound it keeps and the
+ * test that holds it. Measurements that chose them are in
+ * docs/internals.md, with the commands that made them. */
+
+/* Nodes come from the allocator CHUNK_NODES at a time, blocks BLOCK_CHUNK
+ * at a time (src/pool.c, src/queue.c). Bound: a node index stays below
+ * NIL, a block's position inside 32 bits (MAX_CHUNKS, MAX_BLOCK_CHUNKS).
+ * Test: test_node_layout (a chunk table stops at its limit). */
 #define CHUNK_BITS 10
 #define CHUNK_NODES (1u << CHUNK_BITS)
 #define MAX_CHUNKS ((UINT32_C(1) << (32 - CHUNK_BITS)) - 1) /* index < NIL */
+#define BLOCK_CHUNK_BITS 7
 
+/* Distinct release functions per wheel: a node names its hook in one byte.
+ * Test: test_limits (the 256th is refused with EMFILE). */
 #define MAX_RELEASES 255
+
+/* Entries read per step of a compaction or rotation (src/queue.c), the work
+ * one cancel or reschedule may add. Bound: a queue holds at most 2 stale
+ * entries per live one plus a block's worth, but while a step is under
+ * way. Test: test_move_entries (a compaction starts only past that bound
+ * and goes on until no stale entry is left). */
+#define COMPACT_STEP 64
+
+/* Entries the staging rotates in the slot it stages, per timer its share
+ * moved down (src/staging.c). Bound: that slot keeps about three entries
+ * per pending timer. Test: test_staging (the slot being staged). */
+#define ROTATE_PER_MOVE 8
+
+/* A level slot whose least tick went inexact is read again when it holds
+ * at most RESCAN_PENDING timers in at most RESCAN_ENTRIES entries
+ * (src/timers.c). Bound: tw_next_expiry is exact for small slots, O(1) for
+ * large ones. Test: test_next_expiry (small slots exact), test_staging
+ * (exact while the slot being staged holds 32 or fewer). */
+#define RESCAN_PENDING 32
+#define RESCAN_ENTRIES 256
+
+/* The adaptive lock (src/lock.c): pauses before the driver sleeps, and
+ * producers that may take the lock ahead of a waiting driver. Bound: a
+ * driver waits for at most DRIVER_PASSES producers. Test: test_lock_bound. */
+#define DRIVER_SPINS 64
+#define DRIVER_PASSES 8u
+
+/* The spin lock's wait, and the adaptive lock's park without a futex: a
+ * yield every SPIN_YIELD_EVERY pauses, naps of NAP_NS after
+ * SPIN_YIELDS yields. Bound: a preempted holder gets a core. Test:
+ * test_oversubscribed (every thread progresses, more threads than cores). */
+#define SPIN_YIELD_EVERY 64
+#define SPIN_YIELDS 8
+#define NAP_NS 20000
 
 enum node_state {
     NODE_FREE = 0,   /* on the free list (or retired) */
@@ -153,7 +186,7 @@ enum node_state {
  * destroy ends. */
 struct node {
     uint32_t expire;      /* due tick, low 32 bits: the wheel's time domain */
-    uint32_t position;    /* its live queue entry, or NO_POSITION */
+    uint32_t position;    /* its live queue entry (src/queue.c) */
     uint32_t generation;  /* bumped on free, the high half of the id (low 31
                              bits); PERIODIC: the timer has an interval */
     uint16_t list;        /* which list holds it (see DUE_FLAG), or LIST_NONE */
@@ -193,21 +226,14 @@ struct chunk_table {
 #define PERIODIC 0x80000000u
 #define GENERATION_MASK 0x7fffffffu
 
-struct block {
-    uint32_t next; /* next block of its queue or of the free list, or NIL */
-    uint32_t index[BLOCK_ENTRIES];
-};
-
-/* Entries are appended at the tail and taken from the head, so timers of one
- * tick keep their insertion order. An entry whose node has since been
- * cancelled or moved is stale and is skipped when reached. */
+/* A slot or due queue (src/queue.c owns it; nothing else reads its
+ * fields). */
 struct queue {
-    uint32_t head, tail; /* next entry to read, next to write; NO_POSITION
-                            when the queue holds no block */
+    uint32_t head, tail; /* positions: the next entry to read, the next to
+                            write; none when the queue holds no block */
     uint32_t count;      /* live entries */
     uint32_t entries;    /* live and stale entries */
-    /* a compaction in progress (see compact_step), or compact_read ==
-     * NO_POSITION */
+    /* a compaction in progress (see compact_step), or none */
     uint32_t compact_read, compact_write;
     uint32_t compact_holes;  /* stale entries passed over */
 };
@@ -407,4 +433,32 @@ static int highest_bit(uint32_t x) /* x != 0 */
     }
     return n;
 #endif
+}
+
+/* Sums and products that stop at UINT64_MAX (readings in µs of far ticks). */
+static uint64_t saturated_sum(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t saturated_product(uint64_t a, uint64_t b) /* b != 0 */
+{
+    return a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* What tw_check found (see src/check.c): every part checks its own
+ * invariants with check(). */
+struct verdict {
+    const char *broken;     /* the first invariant found broken, or NULL */
+    uint64_t linked;        /* live entries seen in the queues */
+    uint64_t entries;       /* entries, live and stale */
+    uint64_t blocks;        /* blocks the queues hold */
+};
+
+/* Records `what` as broken unless `holds`; returns `holds`. */
+static int check(struct verdict *v, int holds, const char *what)
+{
+    if (!holds && !v->broken)
+        v->broken = what;
+    return holds;
 }

@@ -9,21 +9,6 @@
  * out of range) ends that walk, which would otherwise read outside the
  * wheel. */
 
-struct verdict {
-    const char *broken;     /* the first invariant found broken, or NULL */
-    uint64_t linked;        /* live entries seen in the queues */
-    uint64_t entries;       /* entries, live and stale */
-    uint64_t blocks;        /* blocks the queues hold */
-};
-
-/* Records `what` as broken unless `holds`; returns `holds`. */
-static int check(struct verdict *v, int holds, const char *what)
-{
-    if (!holds && !v->broken)
-        v->broken = what;
-    return holds;
-}
-
 static void check_drive(const tw_wheel *w, struct verdict *v)
 {
     check(v, !w->drive || lock_driver_claimed(&w->lock),
@@ -40,18 +25,6 @@ static void check_clock(const tw_wheel *w, struct verdict *v)
     check(v, w->clock.base_tick <= w->now,
           "the clock's reference tick is not ahead of now");
     check(v, w->staged_tick <= w->now, "the staging is not ahead of now");
-}
-
-/* The phase of a walk over a queue under compaction at `position`: before
- * its write cursor (0), between the cursors where all entries are stale
- * (1), past its read cursor or none under way (2). */
-static int compact_phase(const struct queue *q, int phase, uint32_t position)
-{
-    if (phase == 0 && position == q->compact_write)
-        phase = 1;
-    if (phase == 1 && position == q->compact_read)
-        phase = 2;
-    return phase;
 }
 
 /* Whether slot `list` may hold a timer due at `expire` at time `time`: the
@@ -126,21 +99,6 @@ static void check_least(const tw_wheel *w, unsigned slot, uint32_t least,
           "a level slot's least tick is exact unless marked inexact");
 }
 
-/* The header of queue `list`, before its entries are walked. */
-static void check_queue_header(const tw_wheel *w, unsigned list, struct verdict *v)
-{
-    const struct queue *q = &w->queues[list];
-    check(v, (q->count == 0) == (q->entries == 0) && q->count <= q->entries,
-          "a queue's live entries are among its entries, and it has some exactly when it has live ones");
-    check(v, (q->entries == 0) == (q->head == NO_POSITION),
-          "a queue holds blocks exactly when it has entries");
-    check(v, q->entries || q->compact_read == NO_POSITION,
-          "an empty queue is not under compaction");
-    check(v, list >= LIST_SLOTS ||
-                 (int)((w->occupied[list >> 6] >> (list & 63)) & 1) == (q->count != 0),
-          "a slot's occupancy bit is set exactly when it holds a live entry");
-}
-
 /* A placed node of queue `list`; `stamp` is the previous live entry's
  * stamp, `in_order` whether the queue must hold its stamps ascending. */
 static void check_timer(const tw_wheel *w, unsigned list, const struct node *n,
@@ -158,57 +116,29 @@ static void check_timer(const tw_wheel *w, unsigned list, const struct node *n,
           "a near slot not marked unsorted holds its timers in stamp order");
 }
 
+/* Queue `list`: its structure (queue_check), then, as a slot, its bit and
+ * each live timer against it, and its least tick. */
 static void check_queue(const tw_wheel *w, unsigned list, struct verdict *v)
 {
-    const struct queue *q = &w->queues[list];
-    uint32_t time = (uint32_t)w->now, position = q->head, left, index;
-    uint32_t live = 0, holes = 0, least = UINT32_MAX; /* distance from time */
-    int phase = q->compact_read == NO_POSITION ? 2 : 0, is_live;
+    uint32_t time = (uint32_t)w->now, least = UINT32_MAX, index; /* distance from time */
     uint64_t stamp = 0; /* the last live entry's */
     int in_order = list < NEAR_SLOTS && !((w->unsorted[list >> 6] >> (list & 63)) & 1);
-    check_queue_header(w, list, v);
-    v->blocks += q->entries != 0;
-    for (left = q->entries; left > 0; left--, position++) {
-        const struct node *n;
-        phase = compact_phase(q, phase, position);
-        if ((position & OFFSET_MASK) == BLOCK_ENTRIES) {
-            uint32_t next = block_of(w, position - 1)->next;
-            if (!check(v, next < block_count(w) && ++v->blocks <= block_count(w),
-                       "a queue's blocks are a chain of blocks that exist"))
-                return;
-            position = next_position(w, position);
-            phase = compact_phase(q, phase, position);
-        }
-        if (!check(v, (position & OFFSET_MASK) < BLOCK_ENTRIES &&
-                          (position >> POSITION_BITS) < block_count(w),
-                   "a queue's positions lie in blocks that exist") ||
-            !check(v, (index = entry_at(w, position)) < w->used,
-                   "an entry names a node handed out"))
-            return;
-        is_live = entry_live(w, index, position);
-        check(v, phase != 1 || !is_live,
-              "compaction leaves only stale entries between its cursors");
-        holes += phase == 1;
-        if (!is_live)
-            continue;
-        n = node_at(w, index);
+    struct cursor c;
+    if (!queue_check(w, list, v))
+        return;
+    check(v, list >= LIST_SLOTS ||
+                 (int)((w->occupied[list >> 6] >> (list & 63)) & 1) == (queue_count(w, list) != 0),
+          "a slot's occupancy bit is set exactly when it holds a live entry");
+    c = queue_walk(w, list);
+    while (walk_next_live(w, &c, &index)) {
+        const struct node *n = node_at(w, index);
         check_timer(w, list, n, stamp, in_order, v);
         stamp = n->stamp;
-        live++;
         if ((uint32_t)(n->expire - time) < least)
             least = n->expire - time;
     }
-    check(v, live == q->count, "a queue's live count is its live entries");
-    check(v, position == q->tail, "a queue's tail follows its last entry");
-    check(v, !q->entries || block_of(w, q->tail - 1)->next == NIL,
-          "a queue's last block ends its chain");
-    check(v, q->compact_read == NO_POSITION ||
-                 (compact_phase(q, phase, position) == 2 && holes == q->compact_holes),
-          "a compaction's cursors and holes match its queue");
-    if (is_level_slot(list) && q->count)
+    if (is_level_slot(list) && queue_count(w, list))
         check_least(w, list - LIST_LEVEL0, least, v);
-    v->entries += q->entries;
-    v->linked += live;
 }
 
 static void check_slots(const tw_wheel *w, struct verdict *v)
@@ -219,7 +149,6 @@ static void check_slots(const tw_wheel *w, struct verdict *v)
               "an occupancy word's summary bit is set exactly when the word has a bit");
     for (list = 0; list < LIST_COUNT; list++)
         check_queue(w, list, v);
-    check(v, v->entries == w->entries, "the entry count is the queues' entries");
 }
 
 /* After check_slots: v->linked is the live entries of every queue. */
@@ -247,20 +176,6 @@ static void check_pool(const tw_wheel *w, struct verdict *v)
           "no node is both free and in use");
 }
 
-/* After check_slots: v->blocks is the blocks the queues hold. */
-static void check_blocks(const tw_wheel *w, struct verdict *v)
-{
-    uint64_t free_blocks = 0;
-    uint32_t block;
-    for (block = w->free_block; block != NIL; block = block_at(w, block)->next)
-        if (!check(v, block < block_count(w) && ++free_blocks <= block_count(w),
-                   "the free blocks are a chain of blocks that exist"))
-            return;
-    check(v, v->blocks + free_blocks == block_count(w), "every block is in one queue or free");
-    check(v, !w->entries || block_count(w) >= blocks_needed(w->entries),
-          "the blocks cover the reserve that lets nodes move without allocating");
-}
-
 TW_EXPORT int tw_check(tw_wheel *w)
 {
     struct verdict v = {NULL, 0, 0, 0};
@@ -271,7 +186,7 @@ TW_EXPORT int tw_check(tw_wheel *w)
     check_clock(w, &v);
     check_slots(w, &v);
     check_pool(w, &v);
-    check_blocks(w, &v);
+    queue_check_blocks(w, &v);
     w->broken = v.broken;
     unlock(w);
     return v.broken ? -EFAULT : 0;

@@ -87,18 +87,13 @@ static void rebase(tw_wheel *w, uint64_t clock)
     struct wheel_clock *c = &w->clock;
     /* where tick `now` starts, relative to the last reading, in µs:
      * ahead_us - behind_us (saturating; the lead can be any tw_advance) */
-    uint64_t ahead_us = w->now - c->base_tick, behind_us = 0;
-    ahead_us = ahead_us > UINT64_MAX / c->tick_us ? UINT64_MAX : ahead_us * c->tick_us;
+    uint64_t ahead_us = saturated_product(w->now - c->base_tick, c->tick_us), behind_us = 0;
     if (c->last_us >= c->base_us)
         behind_us = c->last_us - c->base_us;
-    else if (ahead_us <= UINT64_MAX - (c->base_us - c->last_us))
-        ahead_us += c->base_us - c->last_us;
     else
-        ahead_us = UINT64_MAX;
+        ahead_us = saturated_sum(ahead_us, c->base_us - c->last_us);
     if (ahead_us >= behind_us)
-        c->base_us = ahead_us - behind_us > UINT64_MAX - clock
-                         ? UINT64_MAX
-                         : clock + (ahead_us - behind_us);
+        c->base_us = saturated_sum(clock, ahead_us - behind_us);
     else
         c->base_us = behind_us - ahead_us > clock ? 0 : clock - (behind_us - ahead_us);
     c->base_tick = w->now;
@@ -148,9 +143,8 @@ static uint64_t clock_tick(const tw_wheel *w, uint64_t clock, int round_up)
 static uint64_t ticks_after_us(const tw_wheel *w, uint64_t start_us, uint64_t ticks)
 {
     const uint64_t latest = UINT64_MAX - 1;
-    if (start_us >= latest || ticks > (latest - start_us) / w->clock.tick_us)
-        return latest;
-    return start_us + ticks * w->clock.tick_us;
+    uint64_t reading = saturated_sum(start_us, saturated_product(ticks, w->clock.tick_us));
+    return reading < latest ? reading : latest;
 }
 
 /* The reading at which the tick `ticks` from now begins by the reference

@@ -16,7 +16,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
     int64_t ran = 0;
     uint32_t index;
     uint64_t due;
-    prefetch_queue(w, list, 1);
+    queue_prefetch(w, list, UINT64_MAX, 1);
     if (list < NEAR_SLOTS)
         order_slot(w, list);
     /* Once tw_destroy has begun (from another thread, while the timer
@@ -131,7 +131,7 @@ static int64_t walk_to(tw_wheel *w, struct drive *d, uint64_t target)
         w->now += step;
         stage(w);
         list = (unsigned)w->now & NEAR_RING_MASK;
-        if (w->queues[list].count)
+        if (queue_count(w, list))
             ran += run_batch(w, list);
     }
     if (w->now != target) {
@@ -221,21 +221,23 @@ TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
      * read stops the thread made below, because its stop_thread takes
      * `control` after this call lets go of it. */
     pthread_mutex_lock(&w->control);
+    error = 0;
     lock(w);
-    error = w->destroying ? EBUSY : 0;
-    if (!error)
+    if (w->destroying)
+        error = EBUSY;
+    else
         set_mode(w, mode_after_expire);
     unlock(w);
     TW_TEST_START_CHECKED(w);
     pthread_mutex_lock(&w->sleep_mutex);
-    if (!error && w->thread_state != THREAD_IDLE)
-        error = EBUSY;
-    if (!error) {
+    if (!error && w->thread_state == THREAD_IDLE) {
         w->period_us = period_us;
         w->thread_state = THREAD_RUNNING;
         error = pthread_create(&w->thread, NULL, timer_thread_main, w);
         if (error)
             w->thread_state = THREAD_IDLE;
+    } else {
+        error = EBUSY; /* being destroyed, or another start got here first */
     }
     pthread_mutex_unlock(&w->sleep_mutex);
     pthread_mutex_unlock(&w->control);

@@ -33,7 +33,6 @@
  * TW_LOCK_MUTEX there). Nothing else parks: tw_cancel's wait for a
  * callback sleeps on a condition variable (see lifetime). */
 
-#define DRIVER_SPINS 64 /* pauses before the driver sleeps */
 #define DRIVER_ASLEEP 1u /* in driver_waiting, for the adaptive lock */
 
 /* The adaptive lock's `word`: */
@@ -41,7 +40,6 @@
 #define LOCK_SLEEPERS 2u /* producers may sleep on the word: wake one */
 #define LOCK_DRIVER 4u   /* the driver waits for the lock */
 #define LOCK_PASS 8u     /* times LOCK_PASS: producers that took it since */
-#define DRIVER_PASSES 8u /* producers that may take the lock ahead of it */
 
 /* Test hooks: tests/threads/test_lock_bound.c and test_cancel_wait.c
  * compile this file in with TW_TEST_LOCK_EVENT defined, to watch the lock;
@@ -100,7 +98,7 @@ static void park(spin_word *word, unsigned value)
 #if defined(TW_HAVE_FUTEX)
     syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
 #else
-    struct timespec nap = {0, 20000};
+    struct timespec nap = {0, NAP_NS};
     (void)word;
     (void)value;
     nanosleep(&nap, NULL);
@@ -141,11 +139,11 @@ static COLD void spin_wait(struct wheel_lock *l, int driver)
         /* Every 64 pauses give the CPU away: first by yielding; when that
          * has not helped (the holder is preempted and CFS keeps choosing
          * us), by a 20 µs nap, so the holder gets a core to finish on. */
-        if (++spins % 64 == 0) {
-            if (spins < 64 * 8) {
+        if (++spins % SPIN_YIELD_EVERY == 0) {
+            if (spins < SPIN_YIELD_EVERY * SPIN_YIELDS) {
                 sched_yield();
             } else {
-                struct timespec nap = {0, 20000};
+                struct timespec nap = {0, NAP_NS};
                 nanosleep(&nap, NULL);
             }
         }

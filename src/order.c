@@ -64,37 +64,32 @@ static uint32_t sort_chain(tw_wheel *w, uint32_t chain)
     return sorted;
 }
 
-/* Sorts a near slot about to be dispatched, if note_order marked it. */
+/* Sorts a near slot about to be dispatched, if note_order marked it: its
+ * live nodes detached onto a chain, sorted, and written back from the
+ * queue's head, the stale entries dropped. */
 static void order_slot(tw_wheel *w, unsigned list)
 {
-    struct queue *q = &w->queues[list];
     uint64_t bit = UINT64_C(1) << (list & 63);
-    uint32_t position = q->head, chain = NIL, *tail = &chain, left, index;
+    uint32_t chain = NIL, *tail = &chain, index, write;
+    struct cursor c;
     if (!(w->unsorted[list >> 6] & bit))
         return;
     w->unsorted[list >> 6] &= ~bit;
-    for (left = q->entries; left > 0; left--, position++) {
-        position = next_position(w, position);
-        index = entry_at(w, position);
-        if (entry_live(w, index, position)) {
-            struct node *n = node_at(w, index);
-            n->state = NODE_DETACHED; /* a stale entry of it now reads stale */
-            *tail = index;
-            tail = &n->link;
-        }
+    c = queue_walk(w, list);
+    while (walk_next_live(w, &c, &index)) {
+        struct node *n = node_at(w, index);
+        n->state = NODE_DETACHED; /* a stale entry of it now reads stale */
+        *tail = index;
+        tail = &n->link;
     }
     *tail = NIL;
-    position = q->head;
-    for (index = sort_chain(w, chain); index != NIL; position++) {
+    write = queue_rewrite(w, list);
+    for (index = sort_chain(w, chain); index != NIL;) {
         struct node *n = node_at(w, index);
         uint32_t next = n->link;
-        position = next_position(w, position);
-        block_of(w, position)->index[position & OFFSET_MASK] = index;
-        n->position = position;
+        rewrite_put(w, &write, index);
         n->state = NODE_LINKED;
         index = next;
     }
-    q->compact_write = position;
-    q->compact_holes = q->entries - q->count;
-    compact_finish(w, q);
+    queue_rewrite_end(w, list, write);
 }

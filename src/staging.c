@@ -46,94 +46,63 @@
  * ROTATE_PER_MOVE per timer the share moved down, plus COMPACT_STEP. The
  * rotated timers reach the slots below later than their neighbours, and
  * their stamps keep their places (see "order"). */
-#define ROTATE_PER_MOVE 8
 
-/* Moves the live entries at offsets offset..end-1 of block `block` of
- * level slot `list`, whose span is the `span` ticks from `start`, to the
- * tails of their slots below (`below`, and the bits `shift` and `mask` of
- * their tick that pick the slot there). A node rescheduled past the span
- * while it waited here is filed where an add would file it. Returns how
- * many moved. Inlined by force so the constants of a move into near drop
- * the level upkeep. */
-static HOT_INLINE uint64_t move_run(tw_wheel *w, unsigned list, const struct block *b,
-                                    uint32_t block, unsigned offset, unsigned end,
+/* Moves the live entries of a run of level slot `list` (`length` node
+ * indices from `position`), whose span is the `span` ticks from `start`,
+ * to the tails of their slots below (`below`, and the bits `shift` and
+ * `mask` of their tick that pick the slot there). A node rescheduled past
+ * the span while it waited here is filed where an add would file it.
+ * Returns how many moved. Inlined by force so the constants of a move into
+ * near drop the level upkeep. */
+static HOT_INLINE uint32_t move_run(tw_wheel *w, unsigned list, const uint32_t *index,
+                                    uint32_t position, unsigned length,
                                     uint32_t start, uint32_t span,
                                     unsigned below, unsigned shift, unsigned mask)
 {
-    uint64_t moved = 0;
-    for (; offset < end; offset++) {
-        uint32_t index = b->index[offset];
-        struct node *n = node_at(w, index);
-        if (n->state != NODE_LINKED || n->position != ((block << POSITION_BITS) | offset))
+    uint32_t moved = 0;
+    unsigned k;
+    for (k = 0; k < length; k++) {
+        struct node *n = node_at(w, index[k]);
+        if (!run_live(w, index[k], position + k))
             continue;
         forget_least(w, list - LIST_LEVEL0, n->expire);
-        w->queues[list].count--;
         if ((uint32_t)(n->expire - start) < span)
-            link_tail(w, below + ((n->expire >> shift) & mask), index, n);
+            link_tail(w, below + ((n->expire >> shift) & mask), index[k], n);
         else
-            link_tail(w, slot_for(n->expire, (uint32_t)w->now), index, n);
+            link_tail(w, slot_for(n->expire, (uint32_t)w->now), index[k], n);
         moved++;
     }
     return moved;
 }
 
 /* Moves up to `budget` entries, live or stale, off the head of a level
- * slot, each live one to the tail of its slot one level down. A block's
- * entries are read as a run and the queue's counts settled once per run
- * (before the moves, so the reserve of blocks holds: see reserve_entries);
- * a block goes back to the pool once passed. */
+ * slot, each live one to the tail of its slot one level down, a run of a
+ * block at a time; a block goes back to the pool once passed. */
 static uint64_t stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t budget)
 {
-    struct queue *q = &w->queues[list];
     uint32_t start = (uint32_t)slot_start(w, level, list);
     uint32_t span = UINT32_C(1) << level_shift(level);
     uint64_t moved = 0;
-    compact_abandon(q);
-    if (budget >= BLOCK_ENTRIES) /* a short batch would spend more on it */
-        prefetch_queue(w, list, level == 0);
-    while (budget > 0 && q->entries) {
-        uint32_t block = q->head >> POSITION_BITS, next;
-        struct block *b = block_at(w, block);
-        unsigned offset = q->head & OFFSET_MASK, run = BLOCK_ENTRIES - offset, end;
-        if (run > q->entries)
-            run = q->entries;
-        if (run > budget)
-            run = (unsigned)budget;
-        end = offset + run;
-        budget -= run;
-        q->entries -= run;
-        w->entries -= run;
-        next = b->next;
+    const uint32_t *index;
+    uint32_t position, run_moved;
+    unsigned length;
+    queue_prefetch(w, list, budget, level == 0);
+    while (budget > 0 && (length = queue_run(w, list, budget, &index, &position))) {
+        budget -= length;
         if (level == 0) /* into near: the constants leave out level upkeep */
-            moved += move_run(w, list, b, block, offset, end, start, span, 0, 0,
-                              NEAR_RING_MASK);
+            run_moved = move_run(w, list, index, position, length, start, span, 0, 0,
+                                 NEAR_RING_MASK);
         else
-            moved += move_run(w, list, b, block, offset, end, start, span,
-                              level_list(level - 1), level_shift(level - 1),
-                              LEVEL_RING_MASK);
-        pass_head(w, q, block, next, end, level == 0);
+            run_moved = move_run(w, list, index, position, length, start, span,
+                                 level_list(level - 1), level_shift(level - 1),
+                                 LEVEL_RING_MASK);
+        queue_pass(w, list, position, length, run_moved, level == 0);
+        moved += run_moved;
     }
-    if (q->count == 0)
-        queue_drop(w, list); /* what is left is stale */
+    if (queue_count(w, list) == 0)
+        slot_drop(w, list); /* what is left is stale */
     w->cascaded += moved;
     return moved;
-}
-
-/* Takes up to `budget` entries off the head of level slot `list`, the one
- * being staged, and puts the live ones back at its tail: the slot keeps
- * its timers and loses the stale entries passed (see "Stale entries"). At
- * most one pass over the slot. */
-static void rotate_entries(tw_wheel *w, unsigned list, uint64_t budget)
-{
-    struct queue *q = &w->queues[list];
-    compact_abandon(q);
-    if (budget > q->entries) /* one pass: the second would find none */
-        budget = q->entries;
-    for (; budget > 0; budget--) {
-        uint32_t index, position = take_head(w, q, &index, 0);
-        if (entry_live(w, index, position))
-            node_at(w, index)->position = queue_push(w, list, index);
-    }
 }
 
 /* The slot of `level` that staging is moving down now: the one after the
@@ -170,14 +139,13 @@ static void stage(tw_wheel *w)
         uint64_t deadline = start - stage_lead(level), from, budget;
         unsigned here = level_list(level) + ((unsigned)current & (size - 1));
         unsigned next = staged_slot(w, level);
-        struct queue *q = &w->queues[next];
         if (!level_occupied(w, level))
             continue;
         /* the slot time is in: level 0's on its first tick (its deadline),
          * or timers filed into a slot after its deadline had passed */
-        if (w->queues[here].entries)
+        if (queue_entries(w, here))
             stage_entries(w, level, here, UINT64_MAX);
-        if (!q->entries)
+        if (!queue_entries(w, next))
             continue;
         from = start - (UINT64_C(1) << shift);
         if (from < w->staged_tick)
@@ -185,12 +153,12 @@ static void stage(tw_wheel *w)
         if (w->now >= deadline)
             budget = UINT64_MAX;
         else /* its share of the entries left for the ticks since `from` */
-            budget = (q->entries * (w->now - from) + (deadline - from) - 1) /
+            budget = (queue_entries(w, next) * (w->now - from) + (deadline - from) - 1) /
                      (deadline - from);
         if (budget) {
             uint64_t moved = stage_entries(w, level, next, budget);
-            if (too_stale(q)) /* false for a slot the share emptied */
-                rotate_entries(w, next, ROTATE_PER_MOVE * moved + COMPACT_STEP);
+            if (queue_too_stale(w, next)) /* false for a slot the share emptied */
+                queue_rotate(w, next, ROTATE_PER_MOVE * moved + COMPACT_STEP);
         }
     }
     w->staged_tick = w->now;
@@ -220,4 +188,52 @@ static uint64_t next_event(const tw_wheel *w)
         }
     }
     return best;
+}
+
+/* ---- leaving a slot ---------------------------------------------------- */
+
+/* A queue that has just lost a live entry: emptied, it gives its blocks
+ * back; else, once its stale entries have come to outnumber twice its live
+ * ones, a step of them goes (COMPACT_STEP entries read). The slot being
+ * staged is read from its head a share per tick, which a compaction in
+ * place cannot share the head with: it is rotated (see "Stale entries"
+ * above). Every other queue is compacted in place, in order: near slots
+ * and due queues are dispatched in the order of their entries, and a
+ * compaction, once begun, goes on with every later unlink until the queue
+ * has no stale entry left, which keeps level slots leaner for the staging
+ * than a rotation that stops at the threshold (docs/internals.md has the
+ * counts). Kept out of line: cancel and reschedule inline only the test. */
+static NOINLINE void settle_slot(tw_wheel *w, unsigned list)
+{
+    if (queue_count(w, list) == 0)
+        slot_drop(w, list);
+    else if (w->destroying)
+        return; /* the release empties queues in order: nothing may move
+                   into one it has passed (a hook cancelling others) */
+    else if (is_level_slot(list) &&
+             list == staged_slot(w, (list - LIST_LEVEL0) / LEVEL_SLOTS))
+        queue_rotate(w, list, COMPACT_STEP);
+    else
+        queue_compact_some(w, list);
+}
+
+/* Takes a node out of its queue `list`; its entry stays behind, stale.
+ * Returns 1 when the queue must then be settled (settle_slot): the caller
+ * may finish with the node first, so that the call comes last. Inlined: it
+ * is most of a cancel, which is short enough for the CPU to overlap the
+ * cache misses of consecutive calls only if it stays small. */
+static HOT_INLINE int take_out(tw_wheel *w, struct node *n, unsigned list)
+{
+    n->list = LIST_NONE;
+    n->state = NODE_DETACHED;
+    if (is_level_slot(list))
+        forget_least(w, list - LIST_LEVEL0, n->expire);
+    return queue_forget(w, list, n);
+}
+
+static HOT_INLINE void unlink_node(tw_wheel *w, struct node *n)
+{
+    unsigned list = list_of(n);
+    if (take_out(w, n, list))
+        settle_slot(w, list);
 }

@@ -81,7 +81,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
         error = EMFILE;
     else if ((due = due_of(w, delay, clock)) == TW_NEVER)
         error = ERANGE;
-    else if (reserve_entries(w, 1) || (index = node_alloc(w)) == NIL)
+    else if (queue_reserve(w, 1) || (index = node_alloc(w)) == NIL)
         error = ENOMEM;
     if (error) {
         unlock(w);
@@ -114,23 +114,15 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
  * that bound explicit. A larger slot answers with the inexact bound, which
  * lies inside the slot: by the time it comes, the slot has been staged into
  * finer slots with exact values. */
-#define RESCAN_PENDING 32
-#define RESCAN_ENTRIES 256
 
 /* The least due tick among a slot's live entries, read from them. */
 static uint32_t scan_least(const tw_wheel *w, unsigned list)
 {
-    const struct queue *q = &w->queues[list];
-    uint32_t time = (uint32_t)w->now, least = UINT32_MAX;
-    uint32_t position = q->head, left;
-    for (left = q->entries; left > 0; left--, position++) {
-        uint32_t index;
-        position = next_position(w, position);
-        index = entry_at(w, position);
-        if (entry_live(w, index, position) &&
-            (uint32_t)(node_at(w, index)->expire - time) < least)
+    uint32_t time = (uint32_t)w->now, least = UINT32_MAX, index;
+    struct cursor c = queue_walk(w, list);
+    while (walk_next_live(w, &c, &index))
+        if ((uint32_t)(node_at(w, index)->expire - time) < least)
             least = node_at(w, index)->expire - time;
-    }
     return time + least;
 }
 
@@ -147,8 +139,8 @@ static HOT_INLINE uint32_t slot_least(tw_wheel *w, unsigned list, int exact)
         return w->least[slot];
     if (exact)
         return scan_least(w, list);
-    if (w->queues[list].count <= RESCAN_PENDING &&
-        w->queues[list].entries <= RESCAN_ENTRIES) {
+    if (queue_count(w, list) <= RESCAN_PENDING &&
+        queue_entries(w, list) <= RESCAN_ENTRIES) {
         *inexact &= ~bit;
         return w->least[slot] = scan_least(w, list);
     }
@@ -181,8 +173,8 @@ static uint64_t next_expiry_locked(tw_wheel *w, int exact)
 {
     uint64_t step, start;
     unsigned level, list;
-    if (w->queues[LIST_DUE_A].count || w->queues[LIST_DUE_B].count ||
-        (w->drive && w->queues[w->now & NEAR_RING_MASK].count))
+    if (queue_count(w, LIST_DUE_A) || queue_count(w, LIST_DUE_B) ||
+        (w->drive && queue_count(w, (unsigned)w->now & NEAR_RING_MASK)))
         return 0;
     step = near_next(w);
     for (level = 0; level < LEVELS && next_start(w, level) - w->now < step; level++) {

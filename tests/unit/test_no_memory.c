@@ -99,8 +99,8 @@ static void test_staged_slot_move_needs_no_memory(void **state)
         ids[i] = tw_add(w, due[i], rec_cb, TAG(i));
     }
     assert_int_equal(tw_advance(w, 100), 0); /* part of it staged */
-    assert_true(staging_now(w, list_of(node_at(w, (uint32_t)ids[190]))));
-    assert_false(staging_now(w, list_of(node_at(w, (uint32_t)ids[0]))));
+    assert_int_equal(list_of(node_at(w, (uint32_t)ids[190])), staged_slot(w, 0));
+    assert_int_not_equal(list_of(node_at(w, (uint32_t)ids[0])), staged_slot(w, 0));
     fill(w);
     alloc_refused = 1;
     assert_int_equal(tw_reschedule(w, ids[190], 170), 1); /* due 270 */

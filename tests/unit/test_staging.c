@@ -401,7 +401,7 @@ static void test_cancels_in_a_staged_slot_leave_it_bounded(void **state)
     for (int i = 0; i < head + tail; i++)
         arm(w, i, span(2) + rng_next(&seed) % span(2), 0);
     assert_int_equal(q->count, (uint32_t)(head + tail));
-    assert_true(staging_now(w, list));
+    assert_int_equal(staged_slot(w, 2), list);
     for (int i = head; i < head + tail - kept; i++) {
         assert_int_equal(tw_cancel(w, book.id[i]), 1);
         book.pending[i] = 0;
@@ -503,7 +503,7 @@ static void test_a_cancel_rotates_one_step(void **state)
     book_reset();
     for (int i = 0; i < stale + live; i++)
         arm(w, i, span(1) + 100 + (uint64_t)i, 0);
-    assert_true(staging_now(w, list));
+    assert_int_equal(staged_slot(w, 1), list);
     for (int i = 0; i < stale; i++) /* up to the threshold: 2 * 100 + 15 */
         assert_int_equal(tw_cancel(w, book.id[i]), 1);
     assert_int_equal(q->entries, (uint32_t)(stale + live));
@@ -531,7 +531,7 @@ static void test_rotation_ends_a_compaction(void **state)
         assert_int_equal(tw_cancel(w, book.id[i]), 1);
     assert_int_not_equal(q->compact_read, NO_POSITION); /* under way */
     assert_int_equal(tw_advance(w, 256), 0);
-    assert_true(staging_now(w, list));
+    assert_int_equal(staged_slot(w, 0), list);
     assert_int_not_equal(q->compact_read, NO_POSITION); /* no share read it yet */
     assert_int_equal(tw_cancel(w, book.id[673]), 1);
     CHECK(w);
