@@ -148,7 +148,7 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
  * A destroy decided (0 or 1) marks the wheel at once: from then on adds
  * fail, and a callback still running on the timer thread, which this call
  * will stop and join, is refused rather than beginning a second destroy. */
-static int destroy_decision(tw_wheel *w)
+static int destroy_decision_relock(tw_wheel *w)
 {
     struct hook_frame *frame, *outermost = NULL;
     int timer_thread = timer_thread_drives(w);
@@ -159,7 +159,7 @@ static int destroy_decision(tw_wheel *w)
         if (timer_thread && timer_thread_state(w) == THREAD_STOPPING)
             return -EBUSY;
         w->drive->free_wheel = 1;
-        release_pending(w);
+        release_pending_relock(w);
         return 0;
     }
     for (frame = w->hooks; frame; frame = frame->next)
@@ -181,7 +181,7 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
     if (!w)
         return 0;
     lock(w);
-    decision = destroy_decision(w);
+    decision = destroy_decision_relock(w);
     unlock(w);
     if (decision <= 0)
         return decision;
@@ -220,7 +220,7 @@ TW_EXPORT tw_id tw_add_ex(tw_wheel *w, uint64_t delay, uint64_t interval,
 
 /* tw_cancel in every case; lock held, n as node_of found it. Out of line:
  * tw_cancel inlines only its common case. */
-static NOINLINE int cancel_locked(tw_wheel *w, struct node *n, uint32_t index)
+static NOINLINE int cancel_unlock(tw_wheel *w, struct node *n, uint32_t index)
 {
     int cancelled;
     uint32_t generation;
@@ -234,11 +234,11 @@ static NOINLINE int cancel_locked(tw_wheel *w, struct node *n, uint32_t index)
             unlink_node(w, n);
         w->live--;
         w->cancelled++;
-        n->state = NODE_ENDED; /* freed below, or by run_batch when
+        n->state = NODE_ENDED; /* freed below, or by run_batch_relock when
                                   its running callback returns */
     }
     if (cancelled && w->running != index) {
-        int destroy = finish_node(w, index);
+        int destroy = finish_node_relock(w, index);
         unlock(w);
         if (destroy) { /* tw_destroy was called by the release hook */
             stop_thread(w);
@@ -252,7 +252,7 @@ static NOINLINE int cancel_locked(tw_wheel *w, struct node *n, uint32_t index)
     generation = generation_of(n);
     while (w->lock.kind != TW_LOCK_NONE && !on_driver_thread(w) &&
            w->running == index && generation_of(n) == generation)
-        wait_for_callback(w);
+        wait_for_callback_relock(w);
     unlock(w);
     return cancelled;
 }
@@ -264,7 +264,7 @@ static NOINLINE int cancel_rest(tw_wheel *w, tw_id id)
     struct node *n;
     lock(w);
     n = node_of(w, id, &index);
-    return cancel_locked(w, n, index);
+    return cancel_unlock(w, n, index);
 }
 
 /* The end of a cancel whose queue needs settling. */
@@ -288,7 +288,7 @@ TW_EXPORT int tw_cancel(tw_wheel *w, tw_id id)
     n = node_of(w, id, &index);
     /* the common case: a pending timer with no release hook to run */
     if (!n || n->state != NODE_LINKED || n->release || w->running == index)
-        return cancel_locked(w, n, index);
+        return cancel_unlock(w, n, index);
     list = list_of(n);
     settle = take_out(w, n, list);
     w->live--;
@@ -326,7 +326,7 @@ static HOT_INLINE int moves_in_place(const tw_wheel *w, const struct node *n,
  * compaction costs a pass over the queue, paid only while memory is short.
  * Lock held; the move ends the reschedule: it unlocks and returns 1. Out of
  * line, and called last, so that the move in place saves no registers. */
-static NOINLINE int move_now(tw_wheel *w, uint32_t index, struct node *n,
+static NOINLINE int move_now_unlock(tw_wheel *w, uint32_t index, struct node *n,
                              uint64_t due, uint64_t delay)
 {
     int short_of_entries = queue_reserve(w, 1) != 0;
@@ -351,13 +351,13 @@ static HOT_INLINE void move_in_place(tw_wheel *w, struct node *n, uint64_t due)
 
 /* The end of every reschedule that moves its timer: its new stamp, then
  * the move in place or now; unlocks and returns 1. */
-static HOT_INLINE int reschedule_move(tw_wheel *w, uint32_t index, struct node *n,
+static HOT_INLINE int reschedule_move_unlock(tw_wheel *w, uint32_t index, struct node *n,
                                       uint64_t due, uint64_t delay)
 {
     n->stamp = ++w->stamp;
     w->rescheduled++;
     if (!moves_in_place(w, n, due, delay))
-        return move_now(w, index, n, due, delay);
+        return move_now_unlock(w, index, n, due, delay);
     move_in_place(w, n, due);
     unlock(w);
     return 1;
@@ -366,7 +366,7 @@ static HOT_INLINE int reschedule_move(tw_wheel *w, uint32_t index, struct node *
 /* tw_reschedule in every case; lock held, n as node_of found it, `clock`
  * as call_clock read it. Out of line, so that the common case, inlined in
  * tw_reschedule, saves no registers. */
-static NOINLINE int reschedule_locked(tw_wheel *w, struct node *n, uint32_t index,
+static NOINLINE int reschedule_unlock(tw_wheel *w, struct node *n, uint32_t index,
                                       uint64_t delay, uint64_t interval, uint64_t clock)
 {
     uint64_t due = 0;
@@ -380,11 +380,11 @@ static NOINLINE int reschedule_locked(tw_wheel *w, struct node *n, uint32_t inde
         return result;
     }
     /* A periodic timer made a one-shot while its callback runs is linked
-     * again by move_now, so run_batch leaves it alone; its id dies when it
+     * again by move_now_unlock, so run_batch_relock leaves it alone; its id dies when it
      * next starts, as any one-shot's. */
     if (interval != KEEP_INTERVAL)
         set_interval(n, (uint32_t)interval);
-    return reschedule_move(w, index, n, due, delay);
+    return reschedule_move_unlock(w, index, n, due, delay);
 }
 
 /* tw_reschedule with a lock to wait for; `clock` as call_clock read it. */
@@ -395,7 +395,7 @@ static NOINLINE int reschedule_waiting(tw_wheel *w, tw_id id, uint64_t delay,
     struct node *n;
     lock(w);
     n = node_of(w, id, &index);
-    return reschedule_locked(w, n, index, delay, interval, clock);
+    return reschedule_unlock(w, n, index, delay, interval, clock);
 }
 
 /* The common cases, inlined twice (see reschedule): a pending timer moved
@@ -413,8 +413,8 @@ static HOT_INLINE int reschedule_fast(tw_wheel *w, tw_id id, uint64_t delay,
     n = node_of(w, id, &index);
     if (!n || n->state != NODE_LINKED || w->destroying || interval != KEEP_INTERVAL ||
         (due = due_of(w, delay, clock)) == TW_NEVER)
-        return reschedule_locked(w, n, index, delay, interval, clock);
-    return reschedule_move(w, index, n, due, delay);
+        return reschedule_unlock(w, n, index, delay, interval, clock);
+    return reschedule_move_unlock(w, index, n, due, delay);
 }
 
 /* A clock-driven wheel's reschedule: the clock is read before the lock (a

@@ -181,7 +181,7 @@ enum node_state {
 /* Everything a cancel, reschedule or move reads or writes: 32 bytes, in
  * chunks aligned so that a node never straddles two cache lines, so each
  * of those touches one node line. What the timer calls lives apart
- * (struct call), touched only by the add, the dispatch and finish_node,
+ * (struct call), touched only by the add, the dispatch and finish_node_relock,
  * which ends a timer that has a release hook, or one that a cancel or the
  * destroy ends. */
 struct node {

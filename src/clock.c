@@ -12,7 +12,7 @@
  *
  * The clock's interface: call_clock (the reading a call needs, taken
  * before the lock), due_of (the due tick of an add or reschedule),
- * expire_target (where tw_expire walks to), the drive mode and its
+ * expire_target_relock (where tw_expire walks to), the drive mode and its
  * changes, and tick_start_us / ticks_after_us (ticks back to readings,
  * for deadlines). Nothing else writes the clock's fields; tw_timeout_ms,
  * tw_tick_us, tw_get_stats and the checker read some. */
@@ -207,7 +207,7 @@ static HOT_INLINE uint64_t due_of(tw_wheel *w, uint64_t delay, uint64_t clock)
  * with it): either way, walk to it. A reference point ahead of the clock
  * (a re-base kept tw_advance's lead) means no tick yet. TW_NEVER past
  * TW_MAX_TICK. */
-static uint64_t expire_target(tw_wheel *w)
+static uint64_t expire_target_relock(tw_wheel *w)
 {
     uint64_t clock, rebases = w->rebases;
     unlock(w);

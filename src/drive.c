@@ -11,7 +11,7 @@
 
 /* Runs the callbacks of queue `list` (a due queue, or the near slot of
  * now); lock held, dropped around each callback. */
-static int64_t run_batch(tw_wheel *w, unsigned list)
+static int64_t run_batch_relock(tw_wheel *w, unsigned list)
 {
     int64_t ran = 0;
     uint32_t index;
@@ -60,7 +60,7 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
             if (!n->release)
                 node_free(w, n, index);
             else
-                finish_node(w, index);
+                finish_node_relock(w, index);
         }
         w->running = NIL;
         if (w->cancel_waits) /* they sleep until this callback is done */
@@ -78,14 +78,14 @@ static int64_t run_batch(tw_wheel *w, unsigned list)
  * cannot loop forever.
  *
  * One guard keeps a second driver out: the lock's driver claim, taken in
- * begin_drive before the lock and given back in end_drive. A callback
+ * begin_drive_lock before the lock and given back in end_drive_unlock. A callback
  * re-entering finds it taken, as does another thread. While the claim is
  * held, tw_wheel.drive points to the drive's frame on this thread's
  * stack. */
 
 /* Starts a drive: 0 with the lock held and w->drive set to `d`, or -EBUSY
  * (a drive in progress, or the wheel being destroyed). */
-static int begin_drive(tw_wheel *w, struct drive *d, int timer_thread)
+static int begin_drive_lock(tw_wheel *w, struct drive *d, int timer_thread)
 {
     if (!claim_driver(&w->lock))
         return -EBUSY;
@@ -106,7 +106,7 @@ static int begin_drive(tw_wheel *w, struct drive *d, int timer_thread)
 /* Ends a drive; lock held on entry, released on return. A callback or hook
  * that destroyed the wheel left nothing pending, so the walk has ended; the
  * wheel is freed here, and d->free_wheel says so to the caller. */
-static void end_drive(tw_wheel *w, struct drive *d)
+static void end_drive_unlock(tw_wheel *w, struct drive *d)
 {
     w->drive = NULL;
     end_driver_claim(&w->lock);
@@ -116,14 +116,14 @@ static void end_drive(tw_wheel *w, struct drive *d)
 }
 
 /* Walks to `target`, ending the drive; lock held on entry (from
- * begin_drive), released on return. Returns the callbacks run. */
-static int64_t walk_to(tw_wheel *w, struct drive *d, uint64_t target)
+ * begin_drive_lock), released on return. Returns the callbacks run. */
+static int64_t walk_to_unlock(tw_wheel *w, struct drive *d, uint64_t target)
 {
     int64_t ran;
     unsigned list = w->due_list;
     d->target = target;
     w->due_list = list == LIST_DUE_A ? LIST_DUE_B : LIST_DUE_A;
-    ran = run_batch(w, list);
+    ran = run_batch_relock(w, list);
     for (;;) {
         uint64_t step = next_event(w);
         if (step == TW_NEVER || step > target - w->now)
@@ -132,13 +132,13 @@ static int64_t walk_to(tw_wheel *w, struct drive *d, uint64_t target)
         stage(w);
         list = (unsigned)w->now & NEAR_RING_MASK;
         if (queue_count(w, list))
-            ran += run_batch(w, list);
+            ran += run_batch_relock(w, list);
     }
     if (w->now != target) {
         w->now = target;
         stage(w); /* the share of the ticks walked since the last event */
     }
-    end_drive(w, d);
+    end_drive_unlock(w, d);
     return ran;
 }
 
@@ -147,29 +147,29 @@ static int64_t walk_to(tw_wheel *w, struct drive *d, uint64_t target)
 static int64_t drive_by_clock(tw_wheel *w, struct drive *d, int timer_thread)
 {
     uint64_t target;
-    if (begin_drive(w, d, timer_thread))
+    if (begin_drive_lock(w, d, timer_thread))
         return -EBUSY;
-    target = expire_target(w);
+    target = expire_target_relock(w);
     if (target == TW_NEVER) {
-        end_drive(w, d); /* the one call that runs nothing, not even timers
+        end_drive_unlock(w, d); /* the one call that runs nothing, not even timers
                             already due */
         return -ERANGE;
     }
-    return walk_to(w, d, target);
+    return walk_to_unlock(w, d, target);
 }
 
 /* tw_advance. */
 static int64_t drive_by_ticks(tw_wheel *w, uint64_t ticks)
 {
     struct drive d;
-    if (begin_drive(w, &d, 0))
+    if (begin_drive_lock(w, &d, 0))
         return -EBUSY;
     set_mode(w, mode_after_advance);
     if (ticks > TW_MAX_TICK - w->now) {
-        end_drive(w, &d);
+        end_drive_unlock(w, &d);
         return -ERANGE;
     }
-    return walk_to(w, &d, w->now + ticks);
+    return walk_to_unlock(w, &d, w->now + ticks);
 }
 
 /* ==== timer thread ======================================================

@@ -19,7 +19,7 @@ static int timer_thread_drives(const tw_wheel *w)
 /* Frees a node and hands its user data back, lock released for the hook.
  * Returns 1 when the hook called tw_destroy and the caller (tw_cancel) must
  * now finish destroying the wheel. */
-static int finish_node(tw_wheel *w, uint32_t index)
+static int finish_node_relock(tw_wheel *w, uint32_t index)
 {
     struct node *n = node_at(w, index);
     tw_release *release = w->releases[n->release];
@@ -65,7 +65,7 @@ static COLD void settle_cancel_waits(tw_wheel *w)
  * the callback running now (the caller looks again at what it waits for).
  * Asleep, not polling the lock: a waiter that keeps retaking the lock can
  * keep the driver from ever finishing the callback on a busy machine. */
-static void wait_for_callback(tw_wheel *w)
+static void wait_for_callback_relock(tw_wheel *w)
 {
     struct cancel_wait wait, **link;
     wait.settled = 0;
@@ -110,7 +110,7 @@ static int thread_calls_inside(tw_wheel *w)
  * first two; a tw_cancel that began waiting for the callback that then
  * destroyed the wheel is woken when it returns, and must be gone before
  * the memory is, as must a start or stop that raced the destroy. */
-static void wait_until_alone(tw_wheel *w)
+static void wait_until_alone_relock(tw_wheel *w)
 {
     while (w->drive || w->hooks || w->cancel_waits || thread_calls_inside(w)) {
         unlock(w);
@@ -122,7 +122,7 @@ static void wait_until_alone(tw_wheel *w)
 
 /* Hands every pending timer to its release hook; lock held. From here on
  * adds fail and nothing fires. */
-static void release_pending(tw_wheel *w)
+static void release_pending_relock(tw_wheel *w)
 {
     unsigned list;
     uint32_t index;
@@ -138,9 +138,9 @@ static void release_pending(tw_wheel *w)
                 forget_least(w, list - LIST_LEVEL0, node_at(w, index)->expire);
             w->live--;
             if (index == w->running) /* moved while its callback runs */
-                node_at(w, index)->state = NODE_ENDED; /* run_batch ends it */
+                node_at(w, index)->state = NODE_ENDED; /* run_batch_relock ends it */
             else
-                finish_node(w, index);
+                finish_node_relock(w, index);
         }
     }
 }
@@ -167,9 +167,9 @@ static void teardown(tw_wheel *w)
     tw_release *on_destroy = w->on_destroy;
     void *context = w->context;
     lock(w);
-    wait_until_alone(w);
-    release_pending(w); /* nothing left after a destroy from a callback */
-    wait_until_alone(w); /* hooks of cancels made meanwhile by others */
+    wait_until_alone_relock(w);
+    release_pending_relock(w); /* nothing left after a destroy from a callback */
+    wait_until_alone_relock(w); /* hooks of cancels made meanwhile by others */
     unlock(w);
     free_chunks(w, &w->node_chunks);
     free_chunks(w, &w->block_chunks);

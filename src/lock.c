@@ -27,8 +27,16 @@
  * or a producer), lock_try (a producer's, which never waits: for the hot
  * paths) and lock_release; and the driver claim, the one guard that keeps a
  * second thread from driving the wheel: taken before the lock, so that the
- * lock knows which single thread to serve first. Outside this section,
- * code asks for the lock's kind and nothing more. Off Linux, where there is
+ * lock knows which single thread to serve first. Owns struct wheel_lock
+ * (w->lock): outside this part, code asks for its kind and nothing more.
+ *
+ * Names tell who holds the lock across a call: a function whose name ends
+ * in _unlock is entered with the lock held and returns with it released
+ * (on every path); one ending in _relock drops the lock and takes it back
+ * before it returns (its node pointers stay valid: chunks never move, and
+ * a node is never freed while its callback or hook runs); one ending in
+ * _lock returns with the lock held that it took. Every other function
+ * returns with the lock as it found it. Off Linux, where there is
  * no futex, park is a short nap: the adaptive lock's waiters poll (use
  * TW_LOCK_MUTEX there). Nothing else parks: tw_cancel's wait for a
  * callback sleeps on a condition variable (see lifetime). */
@@ -257,7 +265,7 @@ static HOT_INLINE void adaptive_release(struct wheel_lock *l)
         adaptive_release_waiters(l, word);
 }
 
-/* `driver`: the driving thread (from begin_drive, and retaking the lock
+/* `driver`: the driving thread (from begin_drive_lock, and retaking the lock
  * between callbacks), which the adaptive lock and the spinlock serve ahead
  * of producers. Uncontended (the common case), a lock is one atomic
  * operation that writes no flag waiting threads poll. The test hook names

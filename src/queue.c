@@ -553,7 +553,7 @@ static void queue_compact_some(tw_wheel *w, unsigned list)
 /* Compacts a queue from its head to its tail in one call, dropping every
  * stale entry in it (a compaction under way starts over, so the entries it
  * had passed are read again); a queue already emptied is left alone. For
- * a move that found the block pool short (see move_now). */
+ * a move that found the block pool short (see move_now_unlock). */
 static COLD void queue_compact_whole(tw_wheel *w, unsigned list)
 {
     struct queue *q = &w->queues[list];

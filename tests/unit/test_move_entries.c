@@ -1,5 +1,5 @@
 /*
- * The queue entries a reschedule takes (timer.c, move_now, compact_whole,
+ * The queue entries a reschedule takes (timer.c, move_now_unlock, compact_whole,
  * moves_in_place):
  *
  *   - a reschedule moved later within its level slot takes none: it keeps
@@ -15,7 +15,7 @@
  *
  * A reschedule that moves its timer now while the block pool is at its
  * reserve and the allocator refuses compacts the whole queue the timer
- * leaves (timer.c, move_now and compact_whole), however long that queue:
+ * leaves (timer.c, move_now_unlock and compact_whole), however long that queue:
  * the entry it left there comes back before the new one is taken, so the
  * entry kept for a periodic timer's re-arm stays kept (entries + 1 <=
  * entries_supported) and no block is ever taken beyond the pool.

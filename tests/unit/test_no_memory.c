@@ -1,6 +1,6 @@
 /*
  * tw_reschedule and tw_reschedule_ex never fail for memory (timer.c,
- * move_now and compact_whole). A move that needs a new queue entry grows
+ * move_now_unlock and compact_whole). A move that needs a new queue entry grows
  * the block pool when the allocator allows; when it refuses, the queue the
  * timer leaves is compacted at once, which takes back at least the entry
  * it left there. What must hold, with every allocation refused and the
