@@ -11,6 +11,60 @@
 
 /* Runs the callbacks of queue `list` (a due queue, or the near slot of
  * now); lock held, dropped around each callback. */
+/* Runs the callback of node `n` (`index`), just popped (due at `due`):
+ * lock held on entry and on return, dropped around the callback. */
+static HOT_INLINE void run_callback_relock(tw_wheel *w, struct node *n, uint32_t index,
+                                           uint64_t due)
+{
+    uint32_t generation = generation_of(n);
+    tw_callback *callback = call_at(w, index)->callback;
+    void *user_data = call_at(w, index)->user_data;
+    if (is_periodic(n)) {
+        n->state = NODE_REARMING;
+    } else { /* a one-shot's id dies as its callback starts */
+        n->state = NODE_ENDED;
+        w->live--;
+    }
+    w->running = index;
+    w->running_due = due;
+    w->fired++;
+    unlock(w);
+    callback(w, make_id(w, index, generation), user_data);
+    lock_acquire(&w->lock, 1);
+}
+
+/* Settles node `index` once its callback has returned: a periodic timer
+ * nobody touched re-arms, a timer that is done is freed (its release hook
+ * run with the lock dropped), one moved meanwhile stays where it went. */
+static HOT_INLINE void settle_ran_relock(tw_wheel *w, unsigned list, struct node *n,
+                                         uint32_t index, uint64_t due)
+{
+    if (n->state == NODE_REARMING && !w->destroying) {
+        /* Fixed rate: the next firing counts from when this one was due.
+         * Catching up (due again already) happens only on a due queue (a
+         * near slot's timers are due now, and the interval is at least 1):
+         * back onto it, behind the timers now on it, in order. */
+        uint64_t next = due + n->interval;
+        n->stamp = ++w->stamp;
+        if (next <= w->now)
+            link_due(w, list, index, next);
+        else
+            schedule(w, index, n, next);
+    } else if (n->state != NODE_LINKED) {
+        /* one-shot done, cancelled meanwhile, or a periodic timer whose
+         * callback destroyed the wheel (nothing re-arms then) */
+        if (n->state == NODE_REARMING)
+            w->live--;
+        if (!n->release)
+            node_free(w, n, index);
+        else
+            finish_node_relock(w, index);
+    }
+    w->running = NIL;
+    if (w->cancel_waits) /* they sleep until this callback is done */
+        settle_cancel_waits(w);
+}
+
 static int64_t run_batch_relock(tw_wheel *w, unsigned list)
 {
     int64_t ran = 0;
@@ -23,48 +77,10 @@ static int64_t run_batch_relock(tw_wheel *w, unsigned list)
      * thread drives), no further callback starts: the teardown releases
      * what is left. */
     while (!w->destroying && (index = pop_live(w, list, &due)) != NIL) {
-        struct node *n = node_at(w, index);
-        uint32_t generation = generation_of(n);
-        tw_callback *callback = call_at(w, index)->callback;
-        void *user_data = call_at(w, index)->user_data;
-        if (is_periodic(n)) {
-            n->state = NODE_REARMING;
-        } else { /* a one-shot's id dies as its callback starts */
-            n->state = NODE_ENDED;
-            w->live--;
-        }
-        w->running = index;
-        w->running_due = due;
-        w->fired++;
-        unlock(w);
-        callback(w, make_id(w, index, generation), user_data);
-        lock_acquire(&w->lock, 1);
-        ran++; /* n is still the node: chunks never move */
-        if (n->state == NODE_REARMING && !w->destroying) {
-            /* A periodic timer nobody touched while it ran: fixed rate, so
-             * the next firing counts from when this one was due. Catching
-             * up (due again already) happens only on a due queue (a near
-             * slot's timers are due now, and the interval is at least 1):
-             * back onto it, behind the timers now on it, in order. */
-            uint64_t next = due + n->interval;
-            n->stamp = ++w->stamp;
-            if (next <= w->now)
-                link_due(w, list, index, next);
-            else
-                schedule(w, index, n, next);
-        } else if (n->state != NODE_LINKED) {
-            /* one-shot done, cancelled meanwhile, or a periodic timer whose
-             * callback destroyed the wheel (nothing re-arms then) */
-            if (n->state == NODE_REARMING)
-                w->live--;
-            if (!n->release)
-                node_free(w, n, index);
-            else
-                finish_node_relock(w, index);
-        }
-        w->running = NIL;
-        if (w->cancel_waits) /* they sleep until this callback is done */
-            settle_cancel_waits(w);
+        struct node *n = node_at(w, index); /* stays the node: chunks never move */
+        run_callback_relock(w, n, index, due);
+        ran++;
+        settle_ran_relock(w, list, n, index, due);
     }
     return ran;
 }

@@ -343,11 +343,10 @@ static HOT_INLINE uint32_t take_head(tw_wheel *w, struct queue *q, uint32_t *ind
     return position;
 }
 
-/* Takes the first live entry off a queue's head, skipping stale ones, and
- * counts it off; its node keeps no position. *emptied: the queue has no
- * live entry left (it may hold stale ones: the caller clears it). NIL when
- * the queue had none. */
-static HOT_INLINE uint32_t queue_pop(tw_wheel *w, unsigned list, int *emptied)
+/* Takes the first live entry off a queue's head, skipping stale ones; its
+ * node keeps no position. NIL when the queue had none. The caller, done
+ * with the node, counts the entry off with queue_popped. */
+static HOT_INLINE uint32_t queue_pop(tw_wheel *w, unsigned list)
 {
     struct queue *q = &w->queues[list];
     compact_abandon(q);
@@ -357,10 +356,16 @@ static HOT_INLINE uint32_t queue_pop(tw_wheel *w, unsigned list, int *emptied)
         if (n->state != NODE_LINKED || n->position != position)
             continue;
         n->position = NO_POSITION;
-        *emptied = --q->count == 0;
         return index;
     }
     return NIL;
+}
+
+/* Counts off the entry queue_pop took; 1 when the queue has no live entry
+ * left (it may hold stale ones: the caller clears it). */
+static HOT_INLINE int queue_popped(tw_wheel *w, unsigned list)
+{
+    return --w->queues[list].count == 0;
 }
 
 /* Takes a run of entries off a queue's head, all in one block, up to

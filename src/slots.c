@@ -142,8 +142,7 @@ static unsigned level_ring(unsigned level)
  * due tick. */
 static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_out)
 {
-    int emptied;
-    uint32_t index = queue_pop(w, list, &emptied);
+    uint32_t index = queue_pop(w, list);
     struct node *n;
     if (index == NIL)
         return NIL;
@@ -151,7 +150,7 @@ static HOT_INLINE uint32_t pop_live(tw_wheel *w, unsigned list, uint64_t *due_ou
     *due_out = due_tick(w, n);
     n->list = LIST_NONE;
     n->state = NODE_DETACHED;
-    if (emptied)
+    if (queue_popped(w, list))
         slot_drop(w, list); /* only stale entries are left */
     return index;
 }
