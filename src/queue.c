@@ -368,47 +368,47 @@ static HOT_INLINE int queue_popped(tw_wheel *w, unsigned list)
     return --w->queues[list].count == 0;
 }
 
-/* Takes a run of entries off a queue's head, all in one block, up to
- * `budget` of them: their indices in (*index)[0 .. length - 1], the
- * first one's position in *position. They are counted off the queue's
- * entries at once (before its live ones move elsewhere, so the reserve of
- * blocks holds: see queue_reserve) and stay readable until queue_pass
- * passes them. Returns the length, 0 when the queue is empty. */
-static HOT_INLINE unsigned queue_run(tw_wheel *w, unsigned list, uint64_t budget,
-                                     const uint32_t **index, uint32_t *position)
+/* What a taker does with each live entry it takes off a queue: place the
+ * node in another queue (see queue_take). */
+typedef void queue_move_fn(tw_wheel *w, unsigned list, uint32_t index, const void *context);
+
+/* Takes up to `budget` entries, live or stale, off the head of queue
+ * `list`, a run of a block at a time, counting them off before their nodes
+ * move (so the reserve of blocks holds: see queue_reserve), and hands each
+ * live one to `move` with `context`; a block goes back to the pool once
+ * passed. Returns how many moved. Inlined by force, so that a constant
+ * `move` is inlined into the walk. */
+static HOT_INLINE uint64_t queue_take(tw_wheel *w, unsigned list, uint64_t budget,
+                                      int calls, queue_move_fn *move, const void *context)
 {
     struct queue *q = &w->queues[list];
-    unsigned offset = q->head & OFFSET_MASK, length = BLOCK_ENTRIES - offset;
-    if (q->entries == 0)
-        return 0;
-    if (length > q->entries)
-        length = q->entries;
-    if (length > budget)
-        length = (unsigned)budget;
+    uint64_t moved = 0;
     compact_abandon(q);
-    *index = &block_of(w, q->head)->index[offset];
-    *position = q->head;
-    q->entries -= length;
-    w->entries -= length;
-    return length;
-}
-
-/* Whether the entry at `position` of a run, naming node `index`, is live. */
-static HOT_INLINE int run_live(const tw_wheel *w, uint32_t index, uint32_t position)
-{
-    return entry_live(w, index, position);
-}
-
-/* Ends a run of `length` entries from `position`, `moved` of which were
- * live and placed elsewhere: passes the head over it (`calls` as for
- * prefetch_block). */
-static HOT_INLINE void queue_pass(tw_wheel *w, unsigned list, uint32_t position,
-                                  unsigned length, uint32_t moved, int calls)
-{
-    struct queue *q = &w->queues[list];
-    q->count -= moved;
-    pass_head(w, q, position >> POSITION_BITS, block_of(w, position)->next,
-              (position & OFFSET_MASK) + length, calls);
+    queue_prefetch(w, list, budget, calls);
+    while (budget > 0 && q->entries) {
+        uint32_t block = q->head >> POSITION_BITS, next;
+        const struct block *b = block_at(w, block);
+        unsigned offset = q->head & OFFSET_MASK, run = BLOCK_ENTRIES - offset, end;
+        if (run > q->entries)
+            run = q->entries;
+        if (run > budget)
+            run = (unsigned)budget;
+        end = offset + run;
+        budget -= run;
+        q->entries -= run;
+        w->entries -= run;
+        next = b->next;
+        for (; offset < end; offset++) {
+            uint32_t index = b->index[offset];
+            if (!entry_live(w, index, (block << POSITION_BITS) | offset))
+                continue;
+            q->count--;
+            move(w, list, index, context);
+            moved++;
+        }
+        pass_head(w, q, block, next, end, calls);
+    }
+    return moved;
 }
 
 /* ---- walks in place ----------------------------------------------------- */

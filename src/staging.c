@@ -47,57 +47,47 @@
  * rotated timers reach the slots below later than their neighbours, and
  * their stamps keep their places (see "order"). */
 
-/* Moves the live entries of a run of level slot `list` (`length` node
- * indices from `position`), whose span is the `span` ticks from `start`,
- * to the tails of their slots below (`below`, and the bits `shift` and
- * `mask` of their tick that pick the slot there). A node rescheduled past
- * the span while it waited here is filed where an add would file it.
- * Returns how many moved. Inlined by force so the constants of a move into
- * near drop the level upkeep. */
-static HOT_INLINE uint32_t move_run(tw_wheel *w, unsigned list, const uint32_t *index,
-                                    uint32_t position, unsigned length,
-                                    uint32_t start, uint32_t span,
-                                    unsigned below, unsigned shift, unsigned mask)
+/* Where the staging moves the timers of a level slot: the slot's span, and
+ * the slots below, picked by bits of the tick. */
+struct mover {
+    uint32_t start, span;
+    unsigned below, shift, mask;
+};
+
+/* Moves a live timer of level slot `list` to the tail of its slot below
+ * (`context`: a struct mover). A node rescheduled past the span while it
+ * waited here is filed where an add would file it. Inlined by force so the
+ * constants of a move into near drop the level upkeep. */
+static HOT_INLINE void move_down(tw_wheel *w, unsigned list, uint32_t index,
+                                 const void *context)
 {
-    uint32_t moved = 0;
-    unsigned k;
-    for (k = 0; k < length; k++) {
-        struct node *n = node_at(w, index[k]);
-        if (!run_live(w, index[k], position + k))
-            continue;
-        forget_least(w, list - LIST_LEVEL0, n->expire);
-        if ((uint32_t)(n->expire - start) < span)
-            link_tail(w, below + ((n->expire >> shift) & mask), index[k], n);
-        else
-            link_tail(w, slot_for(n->expire, (uint32_t)w->now), index[k], n);
-        moved++;
-    }
-    return moved;
+    const struct mover *m = context;
+    struct node *n = node_at(w, index);
+    forget_least(w, list - LIST_LEVEL0, n->expire);
+    if ((uint32_t)(n->expire - m->start) < m->span)
+        link_tail(w, m->below + ((n->expire >> m->shift) & m->mask), index, n);
+    else
+        link_tail(w, slot_for(n->expire, (uint32_t)w->now), index, n);
 }
 
 /* Moves up to `budget` entries, live or stale, off the head of a level
- * slot, each live one to the tail of its slot one level down, a run of a
- * block at a time; a block goes back to the pool once passed. */
+ * slot, each live one to the tail of its slot one level down. */
 static uint64_t stage_entries(tw_wheel *w, unsigned level, unsigned list, uint64_t budget)
 {
-    uint32_t start = (uint32_t)slot_start(w, level, list);
-    uint32_t span = UINT32_C(1) << level_shift(level);
-    uint64_t moved = 0;
-    const uint32_t *index;
-    uint32_t position, run_moved;
-    unsigned length;
-    queue_prefetch(w, list, budget, level == 0);
-    while (budget > 0 && (length = queue_run(w, list, budget, &index, &position))) {
-        budget -= length;
-        if (level == 0) /* into near: the constants leave out level upkeep */
-            run_moved = move_run(w, list, index, position, length, start, span, 0, 0,
-                                 NEAR_RING_MASK);
-        else
-            run_moved = move_run(w, list, index, position, length, start, span,
-                                 level_list(level - 1), level_shift(level - 1),
-                                 LEVEL_RING_MASK);
-        queue_pass(w, list, position, length, run_moved, level == 0);
-        moved += run_moved;
+    struct mover m;
+    uint64_t moved;
+    m.start = (uint32_t)slot_start(w, level, list);
+    m.span = UINT32_C(1) << level_shift(level);
+    if (level == 0) { /* into near: the constants leave out level upkeep */
+        m.below = 0;
+        m.shift = 0;
+        m.mask = NEAR_RING_MASK;
+        moved = queue_take(w, list, budget, 1, move_down, &m);
+    } else {
+        m.below = level_list(level - 1);
+        m.shift = level_shift(level - 1);
+        m.mask = LEVEL_RING_MASK;
+        moved = queue_take(w, list, budget, 0, move_down, &m);
     }
     if (queue_count(w, list) == 0)
         slot_drop(w, list); /* what is left is stale */
