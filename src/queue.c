@@ -255,12 +255,12 @@ static HOT_INLINE uint32_t append(tw_wheel *w, unsigned list, uint32_t index)
     return position;
 }
 
-/* Files node `index` at the tail of queue `list` as a live entry; 1 when
- * it is the queue's only live one. */
-static HOT_INLINE int queue_push(tw_wheel *w, unsigned list, uint32_t index)
+/* Files node `n` (`index`) at the tail of queue `list` as a live entry; 1
+ * when it is the queue's only live one. */
+static HOT_INLINE int queue_push(tw_wheel *w, unsigned list, uint32_t index, struct node *n)
 {
     int first = w->queues[list].count++ == 0;
-    node_at(w, index)->position = append(w, list, index);
+    n->position = append(w, list, index);
     return first;
 }
 
@@ -516,22 +516,37 @@ static void compact_finish(tw_wheel *w, struct queue *q)
     compact_abandon(q);
 }
 
-/* Moves up to COMPACT_STEP entries of a queue under compaction: each live
- * one is put at the write cursor, as a rewrite puts it. */
+/* Moves up to COMPACT_STEP entries of a queue under compaction. The
+ * blocks of the two cursors are looked up once per block, not per entry:
+ * this is a cancel's and a reschedule's share of the work. */
 static void compact_step(tw_wheel *w, struct queue *q)
 {
     uint32_t read = q->compact_read, write = q->compact_write, steps;
+    const struct block *from = NULL;
+    struct block *to = NULL;
     for (steps = 0; steps < COMPACT_STEP && read != q->tail; steps++, read++) {
         uint32_t index;
         if ((read & OFFSET_MASK) == BLOCK_ENTRIES) {
             read = next_position(w, read);
             prefetch_ahead(w, read, 0, 0);
+            from = NULL;
         }
-        index = entry_at(w, read);
-        if (entry_live(w, index, read))
-            rewrite_put(w, &write, index);
-        else
+        if (!from)
+            from = block_of(w, read);
+        index = from->index[read & OFFSET_MASK];
+        if (!entry_live(w, index, read)) {
             q->compact_holes++;
+            continue;
+        }
+        if ((write & OFFSET_MASK) == BLOCK_ENTRIES) {
+            write = next_position(w, write);
+            to = NULL;
+        }
+        if (!to)
+            to = block_of(w, write);
+        to->index[write & OFFSET_MASK] = index;
+        node_at(w, index)->position = write;
+        write++;
     }
     q->compact_read = read;
     q->compact_write = write;

@@ -90,7 +90,7 @@ static HOT_INLINE void note_order(tw_wheel *w, unsigned list, uint64_t stamp)
 static HOT_INLINE void link_tail(tw_wheel *w, unsigned list, uint32_t index,
                                  struct node *n)
 {
-    int first = queue_push(w, list, index);
+    int first = queue_push(w, list, index, n);
     n->list = (uint16_t)list;
     n->state = NODE_LINKED;
     if (is_level_slot(list))
