@@ -325,9 +325,9 @@ static HOT_INLINE int moves_in_place(const tw_wheel *w, const struct node *n,
  * entry: it takes the one kept for its re-arm, see queue_reserve). That
  * compaction costs a pass over the queue, paid only while memory is short.
  * Lock held; the move ends the reschedule: it unlocks and returns 1. Out of
- * line, and called last, so that the move in place saves no registers. */
+ * line, and called last, so that the common case stays short. */
 static NOINLINE int move_now_unlock(tw_wheel *w, uint32_t index, struct node *n,
-                             uint64_t due, uint64_t delay)
+                                    uint64_t due, uint64_t delay)
 {
     int short_of_entries = queue_reserve(w, 1) != 0;
     if (n->state == NODE_LINKED) {
@@ -352,7 +352,7 @@ static HOT_INLINE void move_in_place(tw_wheel *w, struct node *n, uint64_t due)
 /* The end of every reschedule that moves its timer: its new stamp, then
  * the move in place or now; unlocks and returns 1. */
 static HOT_INLINE int reschedule_move_unlock(tw_wheel *w, uint32_t index, struct node *n,
-                                      uint64_t due, uint64_t delay)
+                                             uint64_t due, uint64_t delay)
 {
     n->stamp = ++w->stamp;
     w->rescheduled++;
@@ -365,7 +365,7 @@ static HOT_INLINE int reschedule_move_unlock(tw_wheel *w, uint32_t index, struct
 
 /* tw_reschedule in every case; lock held, n as node_of found it, `clock`
  * as call_clock read it. Out of line, so that the common case, inlined in
- * tw_reschedule, saves no registers. */
+ * tw_reschedule, stays short. */
 static NOINLINE int reschedule_unlock(tw_wheel *w, struct node *n, uint32_t index,
                                       uint64_t delay, uint64_t interval, uint64_t clock)
 {
@@ -401,7 +401,7 @@ static NOINLINE int reschedule_waiting(tw_wheel *w, tw_id id, uint64_t delay,
 /* The common cases, inlined twice (see reschedule): a pending timer moved
  * with its interval kept, in place (an idle timeout on every packet) or
  * now. Every other case, a wait and every error go out of line, last, so
- * that a tick-driven wheel's common case saves no registers. */
+ * that a tick-driven wheel's common case stays short. */
 static HOT_INLINE int reschedule_fast(tw_wheel *w, tw_id id, uint64_t delay,
                                       uint64_t interval, uint64_t clock)
 {

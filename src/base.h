@@ -394,9 +394,9 @@ struct tw_wheel {
                               teardown waits out */
 };
 
-/* Small functions on the hot paths are inlined by force (a call per timer
- * per step is measurable); cold paths, and long ones that would weigh on a
- * short caller's frame, are kept out of line. */
+/* Small functions on the hot paths are inlined by force (they run once per
+ * timer per step); cold paths, and long ones that would weigh on a short
+ * caller's frame, are kept out of line. */
 #if defined(__GNUC__)
 #define HOT_INLINE inline __attribute__((always_inline))
 #define COLD __attribute__((noinline, cold))

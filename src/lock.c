@@ -293,11 +293,11 @@ static HOT_INLINE void lock_acquire(struct wheel_lock *l, int driver)
     TW_TEST_LOCK_EVENT(l, LOCK_EV_PRODUCER_TOOK + driver);
 }
 
-/* A producer's acquire that never waits and makes no call: 1 with the
- * lock held; 0 when it is taken (or, for the adaptive lock, when a driver
- * waits for it: the waiting path counts the producers that pass it) and
- * always for a mutex, which has no trylock without a call. Lets a hot path
- * save no registers, and take the lock with lock() out of line on 0. */
+/* A producer's acquire that never waits: 1 with the lock held; 0 when it
+ * is taken (or, for the adaptive lock, when a driver waits for it: the
+ * waiting path counts the producers that pass it) and always for a mutex,
+ * which has no trylock without a call. A hot path inlines it and takes
+ * the lock with lock() out of line on 0. */
 static HOT_INLINE int lock_try(struct wheel_lock *l)
 {
     int taken;
