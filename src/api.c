@@ -1,4 +1,12 @@
-/* ==== API: wheels ======================================================= */
+/* ==== api: the public functions ==========================================
+ * Guarantees: every public function checks its arguments and answers bad
+ * input as timer.h says, never with undefined behaviour. Owns what a wheel
+ * is created with (the config's fields, the allocator) and the cancel and
+ * reschedule counters; everything else it changes through the parts above.
+ * Cancel and reschedule keep their common case inline (see "Hot paths" in
+ * docs/internals.md). */
+
+/* ---- wheels -------------------------------------------------------------- */
 
 TW_EXPORT void tw_config_init(struct tw_config *config)
 {
@@ -193,7 +201,7 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
     return 0;
 }
 
-/* ==== API: timers ======================================================= */
+/* ---- timers -------------------------------------------------------------- */
 
 TW_EXPORT tw_id tw_add(tw_wheel *w, uint64_t delay, tw_callback *callback,
                        void *user_data)
@@ -457,7 +465,7 @@ TW_EXPORT uint64_t tw_remaining(tw_wheel *w, tw_id id)
     return result;
 }
 
-/* ==== API: driving ====================================================== */
+/* ---- driving ------------------------------------------------------------- */
 
 TW_EXPORT uint64_t tw_gettime(void)
 {
@@ -515,7 +523,7 @@ TW_EXPORT int32_t tw_timeout_ms(tw_wheel *w)
     return wait_us > INT32_MAX ? INT32_MAX : (int32_t)wait_us;
 }
 
-/* ==== API: absolute time ================================================
+/* ---- absolute time -------------------------------------------------------
  * Deadlines as readings of the wheel's own clock, for callers that sleep
  * until a point in time (an event loop's timer, a C++ time_point) rather
  * than for a number of ticks. */
@@ -559,7 +567,7 @@ TW_EXPORT uint64_t tw_next_deadline_us(tw_wheel *w)
     return deadline_unlock(w, next_expiry_locked(w, 0));
 }
 
-/* ==== API: inspection =================================================== */
+/* ---- inspection ---------------------------------------------------------- */
 
 TW_EXPORT uint64_t tw_now(tw_wheel *w)
 {

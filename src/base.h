@@ -1,5 +1,8 @@
-/* The base of the parts: feature macros, includes, the atomics the lock
- * and the clock use, the geometry and every type. */
+/* ==== base: what every part stands on ===================================
+ * Feature macros and includes, the atomics the lock and the clock use, the
+ * wheel's geometry, every type (each struct's fields belong to the part its
+ * comment names), the tuning constants, the test hooks, and small helpers.
+ * Owns no state. */
 #if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
 #undef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -69,7 +72,7 @@ typedef unsigned spin_word;
 #error "twheel needs C11 atomics or the GNU __atomic builtins"
 #endif
 
-/* ==== geometry and types ================================================
+/* ---- geometry and types ------------------------------------------------
  * Skynet's shape: near slots for the current 256-tick window, then four
  * levels of 64 slots, each covering 6 more bits of the 32-bit tick. Near
  * and levels 0..2 have twice the slots (a ring): the half not in use holds the

@@ -1,4 +1,8 @@
-/* ==== checker ===========================================================
+/* ==== check: the invariant checker ======================================
+ * Guarantees: tw_check reads the wheel and changes nothing but w->broken.
+ * The slot store checks its own structure (queue_check in src/queue.c);
+ * this part checks the rest.
+ *
  * tw_check names the first invariant it finds broken
  * (tw_stats.broken_invariant), one checker per part: the drive, the clock,
  * the slots (each queue: its entries, counts, bit, placement, least tick,

@@ -1,4 +1,10 @@
-/* ==== clock =============================================================
+/* ==== clock: where a delay counts from ===================================
+ * Guarantees: no timer fires before its delay has passed by a clock that
+ * only moved forward since the call; remainders of ticks carry over. Owns
+ * w->clock (readings, the reference point, the drive mode) and
+ * w->rebases; moves w->now up only for an empty wheel whose clock ran past
+ * it (due_of_call).
+ *
  * Where a delay counts from. On a tick-driven wheel: `now`, exact in
  * ticks. On a clock-driven wheel `now` only moves when the driver runs, so
  * it can lag the clock by any amount (an event loop adding timers before

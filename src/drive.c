@@ -1,4 +1,9 @@
-/* ==== dispatch ==========================================================
+/* ==== drive: dispatch, the walk, the timer thread ==========================
+ * Guarantees: every due timer runs once, in stamp order within a tick;
+ * once tw_cancel returned 1 its callback does not start; a drive never
+ * allocates. Owns w->drive, w->running, w->running_due, w->due_list,
+ * w->fired, w->period_us; moves w->now.
+ *
  * A queue is dispatched in place: each live entry is taken off its head
  * under the lock and its callback runs with the lock released. Nothing new
  * lands on a near slot being dispatched (a timer due exactly now goes to

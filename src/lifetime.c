@@ -1,4 +1,11 @@
-/* ==== lifetime ==========================================================
+/* ==== lifetime: hooks, cancel waits, teardown =============================
+ * Guarantees: user data is handed back exactly once; no memory is freed
+ * while another thread is inside the wheel in a way the destroy must wait
+ * for (a release hook, a waiting tw_cancel, a start or stop of the timer
+ * thread). Owns w->hooks, w->cancel_waits, w->destroying (set by
+ * tw_destroy's decision and by the release), w->thread_calls, and the
+ * timer thread's state with src/drive.c (under sleep_mutex).
+ *
  * Handing user data back and ending the wheel: release hooks (run with the
  * lock dropped, each tracked by a frame so that tw_destroy can tell where
  * it is called from), tw_cancel's wait for a running callback, stopping

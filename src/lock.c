@@ -1,4 +1,4 @@
-/* ==== lock ==============================================================
+/* ==== lock: one per wheel =================================================
  * One lock per wheel, chosen at creation. TW_LOCK_NONE does nothing at all,
  * not even an atomic operation.
  *

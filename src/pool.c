@@ -1,8 +1,15 @@
-/* ==== pool ==============================================================
- * Nodes come from chunks of 1024 that never move, so a node pointer stays
- * valid while the lock is dropped. A node's generation (31 bits) is bumped
- * on every free; a node whose generation would wrap is retired instead of
- * reused, so an id (index, generation) is never handed out twice. */
+/* ==== pool: nodes and ids =================================================
+ * Guarantees: nodes come from chunks of CHUNK_NODES that never move, so a
+ * node pointer stays valid while the lock is dropped; no allocation but a
+ * new chunk. A node's generation (31 bits) is bumped on every free; a node
+ * whose generation would wrap is retired instead of reused, so an id
+ * (index, generation) is never handed out twice, and the wheel's tag in
+ * its ids makes another wheel's ids name none of its timers.
+ *
+ * Owns: the node chunks (w->node_chunks), w->used, w->tag, the free list
+ * (w->free_head, w->free_count) and w->bytes, which every chunk the
+ * allocator hands out adds to. A node's fields belong to the parts that
+ * place it (src/queue.c, src/slots.c) while it is placed. */
 
 static void *wheel_alloc(tw_wheel *w, void *pointer, size_t size)
 {

@@ -1,4 +1,4 @@
-/* ==== slots and bitmaps =================================================
+/* ==== slots: filing, bitmaps, least ticks ===============================
  * The wheel's slots over the queues of src/queue.c: which queue a timer is
  * filed in, the occupancy bitmaps and their scans, each level slot's least
  * tick, and each near slot's order marks. Placing a node appends its index
@@ -73,6 +73,46 @@ static HOT_INLINE void forget_least(tw_wheel *w, unsigned slot, uint32_t expire)
 {
     if (expire == w->least[slot])
         w->least_inexact[slot >> 6] |= UINT64_C(1) << (slot & 63);
+}
+
+/* A level slot whose least tick went inexact is read again when it holds
+ * at most RESCAN_PENDING pending timers, so small wheels always get exact
+ * answers. Compaction (rotation, in the slot being staged) keeps such a
+ * slot at about 3 * 32 + 15 entries, stale ones included; RESCAN_ENTRIES
+ * only makes that bound explicit. A larger slot answers with the inexact
+ * bound, which lies inside the slot: by the time it comes, the slot has
+ * been staged into finer slots with exact values. */
+
+/* The least due tick among a slot's live entries, read from them. */
+static uint32_t scan_least(const tw_wheel *w, unsigned list)
+{
+    uint32_t time = (uint32_t)w->now, least = UINT32_MAX, index;
+    struct cursor c = queue_walk(w, list);
+    while (walk_next_live(w, &c, &index))
+        if ((uint32_t)(node_at(w, index)->expire - time) < least)
+            least = node_at(w, index)->expire - time;
+    return time + least;
+}
+
+/* The least due tick in a level slot (low 32 bits): its cached bound, or
+ * read from its entries when that went inexact and `exact` asks, or the slot
+ * is small. With `exact` the scan is not kept: tw_get_stats must not change
+ * what tw_next_expiry answers. */
+static HOT_INLINE uint32_t slot_least(tw_wheel *w, unsigned list, int exact)
+{
+    unsigned slot = list - LIST_LEVEL0;
+    uint64_t *inexact = &w->least_inexact[slot >> 6];
+    uint64_t bit = UINT64_C(1) << (slot & 63);
+    if (!(*inexact & bit))
+        return w->least[slot];
+    if (exact)
+        return scan_least(w, list);
+    if (queue_count(w, list) <= RESCAN_PENDING &&
+        queue_entries(w, list) <= RESCAN_ENTRIES) {
+        *inexact &= ~bit;
+        return w->least[slot] = scan_least(w, list);
+    }
+    return w->least[slot];
 }
 
 /* A near slot's entries are dispatched in stamp order. Appends keep it

@@ -1,4 +1,9 @@
-/* ==== staging ===========================================================
+/* ==== staging: level slots moved down ahead of time =======================
+ * Guarantees: no tick re-files a whole slot; a level slot is moved one
+ * level down a share per tick, and is empty by its deadline. Owns
+ * w->staged_tick (where the shares stand) and w->cascaded; chooses how a
+ * slot loses its stale entries (settle_slot).
+ *
  * Skynet re-files a whole level slot when time enters its span (a cascade):
  * with a million timers that is hundreds of thousands of moves in one tick.
  * Here each level slot is moved one level down ahead of time instead, a
@@ -34,7 +39,7 @@
  * itself is in is empty at every level.
  *
  * Stale entries: a slot being staged loses live timers from its head, so
- * compaction's bound on its stale entries (see "compaction and unlink")
+ * compaction's bound on its stale entries (see src/queue.c)
  * would not hold there: live timers at the head moved down, the stale
  * entries behind them kept, a slot left with 32 timers could hold
  * hundreds of entries, too many for tw_next_expiry to re-read. And it

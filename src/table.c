@@ -1,4 +1,6 @@
-/* ==== API: errors, versions and the function table ==================== */
+/* ==== table: errors, versions and the function table =====================
+ * Guarantees: the plugin table only ever grows at its end; a version this
+ * library does not know gets NULL. Owns constant data only. */
 
 static const struct {
     int code;

@@ -1,7 +1,13 @@
-/* ==== add ===============================================================
+/* ==== timers: add, next expiry, time left ================================
+ * Guarantees: an add never fires inside the call that made it; timers of
+ * one tick keep the order of their adds; tw_next_expiry is never late and
+ * O(1) but for slots holding only timers moved later. Owns the release
+ * table (w->releases, w->release_count) and w->added; hands out stamps
+ * (w->stamp, as reschedules and re-arms do) and counts w->live (as every
+ * part that ends a timer does).
+ *
  * A node due at or before now waits on the due queue for the start of the
- * next advance; anything later goes into its slot. Appending keeps timers
- * of one tick in insertion order. */
+ * next advance; anything later goes into its slot. */
 
 /* Places a node on due queue `list` (which the `list` field records, with
  * bits 32..45 of the due tick). */
@@ -106,46 +112,6 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
 
 /* ==== next expiry ========================================================
  * What is due when: tw_next_expiry in O(1), and a timer's time left. */
-
-/* A level slot whose least tick went inexact is read again when it holds
- * this few pending timers, so small wheels always get exact answers.
- * Compaction (rotation, in the slot being staged) keeps such a slot at
- * about 3 * 32 + 15 entries, stale ones included; RESCAN_ENTRIES only makes
- * that bound explicit. A larger slot answers with the inexact bound, which
- * lies inside the slot: by the time it comes, the slot has been staged into
- * finer slots with exact values. */
-
-/* The least due tick among a slot's live entries, read from them. */
-static uint32_t scan_least(const tw_wheel *w, unsigned list)
-{
-    uint32_t time = (uint32_t)w->now, least = UINT32_MAX, index;
-    struct cursor c = queue_walk(w, list);
-    while (walk_next_live(w, &c, &index))
-        if ((uint32_t)(node_at(w, index)->expire - time) < least)
-            least = node_at(w, index)->expire - time;
-    return time + least;
-}
-
-/* The least due tick in a level slot (low 32 bits): its cached bound, or
- * read from its entries when that went inexact and `exact` asks, or the slot
- * is small. With `exact` the scan is not kept: tw_get_stats must not change
- * what tw_next_expiry answers. */
-static HOT_INLINE uint32_t slot_least(tw_wheel *w, unsigned list, int exact)
-{
-    unsigned slot = list - LIST_LEVEL0;
-    uint64_t *inexact = &w->least_inexact[slot >> 6];
-    uint64_t bit = UINT64_C(1) << (slot & 63);
-    if (!(*inexact & bit))
-        return w->least[slot];
-    if (exact)
-        return scan_least(w, list);
-    if (queue_count(w, list) <= RESCAN_PENDING &&
-        queue_entries(w, list) <= RESCAN_ENTRIES) {
-        *inexact &= ~bit;
-        return w->least[slot] = scan_least(w, list);
-    }
-    return w->least[slot];
-}
 
 /* Ticks from now to `tick`, 0 when it has come. */
 static uint64_t ticks_until(const tw_wheel *w, uint64_t tick)
