@@ -352,10 +352,9 @@ static HOT_INLINE uint32_t queue_pop(tw_wheel *w, unsigned list)
     compact_abandon(q);
     while (q->entries) {
         uint32_t index, position = take_head(w, q, &index, 1);
-        struct node *n = node_at(w, index);
-        if (n->state != NODE_LINKED || n->position != position)
+        if (!entry_live(w, index, position))
             continue;
-        n->position = NO_POSITION;
+        node_at(w, index)->position = NO_POSITION;
         return index;
     }
     return NIL;
