@@ -428,7 +428,7 @@ struct wheel_state {
     {
         using clock_type = std::chrono::steady_clock;
         constexpr auto max_us = static_cast<std::uint64_t>(std::chrono::duration_cast<duration>(
-                                    clock_type::duration::max()).count());
+                                    (clock_type::duration::max)()).count());
         if (steady)
             return time_point(std::chrono::duration_cast<clock_type::duration>(
                 duration(static_cast<duration::rep>(us < max_us ? us : max_us))));
@@ -441,10 +441,10 @@ struct wheel_state {
             std::chrono::duration_cast<duration>(now.time_since_epoch()).count());
         if (us >= clock)
             return us - clock >= max_us - now_us
-                       ? time_point::max()
+                       ? (time_point::max)()
                        : now + duration(static_cast<duration::rep>(us - clock));
         return clock - us >= max_us
-                   ? time_point::min()
+                   ? (time_point::min)()
                    : now - duration(static_cast<duration::rep>(clock - us));
     }
     /* Microseconds of the wheel's clock from now until t, rounded up (never
@@ -557,13 +557,54 @@ inline void on_release(void *user_data) noexcept
     h->ops->destroy(h);
 }
 
+/* a * b as a 128-bit number (high, low), from 32-bit halves: exact on
+ * every compiler, with or without a 128-bit integer type. */
+struct wide {
+    std::uint64_t high, low;
+};
+
+constexpr wide multiply_wide(std::uint64_t a, std::uint64_t b) noexcept
+{
+    const std::uint64_t mask = 0xffffffffu;
+    const std::uint64_t a0 = a & mask, a1 = a >> 32, b0 = b & mask, b1 = b >> 32;
+    const std::uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    const std::uint64_t middle = (p00 >> 32) + (p01 & mask) + (p10 & mask);
+    return {p11 + (p01 >> 32) + (p10 >> 32) + (middle >> 32), (middle << 32) | (p00 & mask)};
+}
+
+/* x / d rounded up, as a 128-bit number; d != 0. The low half of a
+ * 128-bit dividend is divided bit by bit, but only when the dividend does
+ * not fit in 64 bits (a duration of more than about 584 years in
+ * nanoseconds): every other case is one 64-bit division. */
+constexpr wide divide_up(wide x, std::uint64_t d) noexcept
+{
+    if (x.high == 0)
+        return {0, x.low / d + (x.low % d != 0)};
+    wide q{x.high / d, 0};
+    std::uint64_t r = x.high % d;
+    for (int bit = 63; bit >= 0; --bit) {
+        const bool carry = (r >> 63) != 0;
+        r = (r << 1) | ((x.low >> bit) & 1u);
+        q.low <<= 1;
+        if (carry || r >= d) {
+            r -= d;
+            q.low |= 1u;
+        }
+    }
+    if (r != 0 && ++q.low == 0)
+        ++q.high;
+    return q;
+}
+
 /* Whole ticks covering d, rounded up (never early). Negative durations count
  * as 0; results too large for uint64_t saturate, so the C library reports
- * ERANGE for them. Exact for integer representations. */
+ * ERANGE for them. Exact for integer representations, with or without a
+ * 128-bit integer type (TWHEEL_NO_INT128 forces the portable arithmetic,
+ * which is what MSVC compiles). */
 template <class Rep, class Period>
 std::uint64_t to_ticks(std::chrono::duration<Rep, Period> d, std::uint32_t tick_us)
 {
-    constexpr std::uint64_t sat = std::numeric_limits<std::uint64_t>::max();
+    constexpr std::uint64_t sat = (std::numeric_limits<std::uint64_t>::max)();
     if (tick_us == 0)
         return sat;
     using r = std::ratio_divide<Period, std::micro>; /* d in µs = count*num/den */
@@ -584,27 +625,28 @@ std::uint64_t to_ticks(std::chrono::duration<Rep, Period> d, std::uint32_t tick_
         static_assert(std::is_integral_v<Rep>, "duration rep must be arithmetic");
         if (d.count() <= 0)
             return 0;
-#if defined(__SIZEOF_INT128__)
+        const auto count = static_cast<std::uint64_t>(d.count());
+        const auto num = static_cast<std::uint64_t>(r::num);
+        const auto den = static_cast<std::uint64_t>(r::den);
+#if defined(__SIZEOF_INT128__) && !defined(TWHEEL_NO_INT128)
         __extension__ typedef unsigned __int128 u128;
-        const u128 num = static_cast<u128>(static_cast<std::uint64_t>(r::num)) *
-                         static_cast<u128>(static_cast<std::uint64_t>(d.count()));
-        const u128 den = static_cast<u128>(static_cast<std::uint64_t>(r::den)) * tick_us;
-        const u128 t = num / den + (num % den != 0);
+        const u128 x = static_cast<u128>(num) * count;
+        const u128 den_ticks = static_cast<u128>(den) * tick_us;
+        const u128 t = x / den_ticks + (x % den_ticks != 0);
         return t > sat ? sat : static_cast<std::uint64_t>(t);
 #else
-        const long double us = static_cast<long double>(d.count()) *
-                               static_cast<long double>(r::num) /
-                               static_cast<long double>(r::den);
-        return to_ticks(std::chrono::duration<long double, std::micro>(us), tick_us);
+        /* ceil(ceil(x / den) / tick) == ceil(x / (den * tick)) */
+        const wide t = divide_up(divide_up(multiply_wide(num, count), den), tick_us);
+        return t.high != 0 ? sat : t.low;
 #endif
     }
 }
 
 inline duration ticks_to_duration(std::uint64_t ticks, std::uint32_t tick_us) noexcept
 {
-    constexpr auto max = static_cast<std::uint64_t>(duration::max().count());
+    constexpr auto max = static_cast<std::uint64_t>((duration::max)().count());
     if (tick_us != 0 && ticks > max / tick_us)
-        return duration::max();
+        return (duration::max)();
     return duration(static_cast<duration::rep>(ticks * tick_us));
 }
 
@@ -981,8 +1023,8 @@ public:
     {
         const std::uint64_t us = detail::to_ticks(period, 1);
         const int r = tw_thread_start(
-            w_, us > std::numeric_limits<std::uint32_t>::max()
-                    ? std::numeric_limits<std::uint32_t>::max()
+            w_, us > (std::numeric_limits<std::uint32_t>::max)()
+                    ? (std::numeric_limits<std::uint32_t>::max)()
                     : static_cast<std::uint32_t>(us));
         if (r < 0)
             detail::throw_error(-r, "tw_thread_start");

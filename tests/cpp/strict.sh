@@ -28,4 +28,14 @@ for std in c++17 c++20; do
         status=1
     fi
 done
+# Where <windows.h> is included without NOMINMAX, min and max are
+# function-like macros: after the standard headers, before the facade.
+if "$@" -std=c++17 "${flags[@]}" -I"$include" -include "$source_dir/minmax_prelude.hpp" \
+    -c "$source_dir/strict_consumer.cpp" -o "$work/a.o" >"$work/log" 2>&1; then
+    echo "ok: -std=c++17 with min and max defined as macros"
+else
+    echo "FAIL: -std=c++17 with min and max defined as macros:"
+    head -40 "$work/log"
+    status=1
+fi
 exit $status

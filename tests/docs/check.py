@@ -122,6 +122,8 @@ def check_programs(root, page, blocks, include, library, failures):
                 command = [os.environ.get("CXX", "c++"), "-std=c++17"]
             command += ["-Wall", "-Wextra", "-Wpedantic", "-Werror", "-I", include,
                         source, library, "-pthread", "-o", program]
+            # a coverage build's library needs the coverage runtime
+            command += os.environ.get("TWHEEL_DOCS_LDFLAGS", "").split()
             built = subprocess.run(command, capture_output=True, text=True)
             if built.returncode != 0:
                 failures.append(f"{page}:{number}: the {language} program does not build:\n"
