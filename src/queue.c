@@ -161,7 +161,7 @@ static uint32_t next_position(const tw_wheel *w, uint32_t position)
  * reads it instead of costing a miss per fired timer. Compaction never
  * reads them. Inlined by force: GCC deems a void function that only
  * prefetches pure and deletes its calls. */
-#if defined(__GNUC__)
+#if defined(TW_GNU)
 static HOT_INLINE void
 prefetch_block(const tw_wheel *w, uint32_t block, unsigned from, int calls)
 {
