@@ -195,6 +195,15 @@ static int run(const struct tw_api *api)
     tw_id kick_id, beat_id, never_id;
     int frame;
 
+    /* a failure read through the library: its errno may be another C
+     * runtime's than this host's */
+    if (api->size > offsetof(struct tw_api, last_error)) {
+        api->config_init(&config);
+        config.tick_us = 0; /* refused */
+        EXPECT(api->create(&config) == NULL);
+        EXPECT(api->last_error() == EINVAL);
+    }
+
     api->config_init(&config);
     config.tick_us = 10000; /* skynet's 10 ms tick */
     config.lock = TW_LOCK_NONE;
