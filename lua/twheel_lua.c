@@ -110,7 +110,6 @@ struct lwheel {
     uint32_t tick_us;
     lua_State *L;     /* the state of the method running, for now() */
     uint64_t last_us; /* now()'s last good reading, in µs */
-    int own_clock;    /* made with now: timer.c reads it through lua_clock */
 #if !TWL_INTEGER_IDS
     lua_Number aliases; /* the last alias id handed out is -aliases (see
                            "ids on 5.1"); starts at alias_start() */
@@ -441,9 +440,13 @@ static void callback_failed(struct call *c, tw_id id, uint32_t slot)
     }
     if (!c->lw->raise) {
         push_id(L, c->closures, id, slot);
-        fprintf(stderr, "twheel: timer %s failed: %s\n",
-                lua_isstring(L, -1) ? lua_tostring(L, -1) : "?",
+#if TWL_INTEGER_IDS
+        fprintf(stderr, "twheel: timer %s failed: %s\n", lua_tostring(L, -1),
                 lua_isstring(L, -2) ? lua_tostring(L, -2) : luaL_typename(L, -2));
+#else /* in full: tostring gives 1.46e+15 */
+        fprintf(stderr, "twheel: timer %.0f failed: %s\n", (double)lua_tonumber(L, -1),
+                lua_isstring(L, -2) ? lua_tostring(L, -2) : luaL_typename(L, -2));
+#endif
         fflush(stderr);
         lua_pop(L, 2);
         return;
@@ -576,10 +579,14 @@ static int64_t seconds_to_us(lua_Number seconds)
 }
 
 /* A delay or an interval in ticks from argument arg: whole ticks on a tick
- * wheel, seconds rounded up to whole ticks on a seconds wheel. */
-static uint64_t check_delay(lua_State *L, struct lwheel *lw, int arg, const char *what)
+ * wheel, seconds rounded up to whole ticks on a seconds wheel, whose
+ * microseconds go to exact_us (when not NULL; 0 on a tick wheel). */
+static uint64_t check_delay(lua_State *L, struct lwheel *lw, int arg, const char *what,
+                            uint64_t *exact_us)
 {
     int64_t us;
+    if (exact_us)
+        *exact_us = 0;
     if (!lw->tick_seconds)
         return check_ticks(L, arg, what);
     if (lua_type(L, arg) != LUA_TNUMBER)
@@ -591,41 +598,9 @@ static uint64_t check_delay(lua_State *L, struct lwheel *lw, int arg, const char
             return UINT64_MAX;
         luaL_argerror(L, arg, lua_pushfstring(L, "%s must not be negative", what));
     }
+    if (exact_us)
+        *exact_us = (uint64_t)us;
     return (uint64_t)us / lw->tick_us + ((uint64_t)us % lw->tick_us != 0);
-}
-
-/* A delay given in seconds that is not a whole number of ticks, in µs;
- * -1 otherwise (ticks, or a whole number of them: no settling needed). */
-static int64_t uneven_us(lua_State *L, struct lwheel *lw, int arg)
-{
-    int64_t us;
-    if (!lw->tick_seconds)
-        return -1;
-    us = seconds_to_us(lua_tonumber(L, arg));
-    return us > 0 && (uint64_t)us % lw->tick_us != 0 ? us : -1;
-}
-
-/* timer.c counts a delay of whole ticks from the first tick boundary at or
- * after the clock's reading; a delay in seconds rounded up to ticks can so
- * land up to two ticks past the time asked for. The timer's deadline says
- * where it landed: when one tick earlier still lies at or past target_us,
- * it moves there. Then it runs less than one tick (plus the drive's lag)
- * after its time, and never before it. `delay` is the ticks it was given. */
-static void settle_due(struct lwheel *lw, tw_id id, uint64_t delay, uint64_t target_us)
-{
-    uint64_t deadline = tw_deadline_us(lw->tw, id);
-    if (delay > 0 && deadline != TW_NEVER && deadline >= target_us &&
-        deadline - target_us >= lw->tick_us)
-        tw_reschedule(lw->tw, id, delay - 1);
-}
-
-/* The clock reading the last add or reschedule counted from, or a later
- * one: timer.c's own reading through lua_clock on a wheel made with now,
- * the clock read again otherwise (later, so a target from it is never
- * early). */
-static uint64_t reading_after_call(struct lwheel *lw)
-{
-    return lw->own_clock ? lw->last_us : tw_clock_us(lw->tw);
 }
 
 /* Pushes a count of ticks in the wheel's unit: ticks, or seconds. */
@@ -776,12 +751,13 @@ static void drop_slot(lua_State *L, int closures, uint32_t slot, int args)
 
 /* Adds a timer whose function is at fn_arg and whose arguments are the
  * `count` values from first_arg; pushes its id (or nil and a message at
- * the cap). delay_arg and interval_arg name the arguments in errors. On a
- * seconds wheel, target_us is the clock reading the timer is for (-1: the
- * delay at delay_arg, counted from the call), see settle_due. */
-static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, int delay_arg,
-                     uint64_t interval, int interval_arg, int fn_arg, int first_arg,
-                     int count, int64_t target_us)
+ * the cap). delay_arg and interval_arg name the arguments in errors. A
+ * delay in seconds goes to timer.c in microseconds (delay_us, with `delay`
+ * its ticks rounded up): tw_add_us runs it less than a tick after it has
+ * passed, where whole ticks could take two. */
+static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, uint64_t delay_us,
+                     int delay_arg, uint64_t interval, int interval_arg, int fn_arg,
+                     int first_arg, int count)
 {
     uint32_t slot;
     int closures, error, args;
@@ -792,7 +768,10 @@ static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, int delay_
     lua_pushvalue(L, fn_arg);
     lua_rawseti(L, closures, (int)slot); /* may raise: nothing taken yet */
     args = store_args(L, closures, slot, first_arg, count);
-    id = tw_add_ex(lw->tw, delay, interval, on_fire, on_release, user_data_of(slot, args));
+    id = delay_us ? tw_add_us(lw->tw, delay_us, interval, on_fire, on_release,
+                              user_data_of(slot, args))
+                  : tw_add_ex(lw->tw, delay, interval, on_fire, on_release,
+                              user_data_of(slot, args));
     if (!id) {
         error = errno;
         drop_slot(L, closures, slot, args);
@@ -806,13 +785,6 @@ static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, int delay_
         return luaL_error(L, "twheel: add: %s", tw_strerror(error));
     }
     take_slot(lw, slot);
-    if (target_us >= 0) {
-        settle_due(lw, id, delay, (uint64_t)target_us);
-    } else {
-        int64_t uneven = uneven_us(L, lw, delay_arg);
-        if (uneven >= 0)
-            settle_due(lw, id, delay, reading_after_call(lw) + (uint64_t)uneven);
-    }
 #if !TWL_INTEGER_IDS
     if (!is_direct(id)) {
         /* pushes that cannot raise, then everything else protected */
@@ -841,21 +813,23 @@ static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, int delay_
 static int w_add(lua_State *L)
 {
     struct lwheel *lw = open_wheel(L);
-    uint64_t delay = check_delay(L, lw, 2, "delay");
+    uint64_t delay_us;
+    uint64_t delay = check_delay(L, lw, 2, "delay", &delay_us);
     uint64_t interval;
     check_callable(L, 3);
-    interval = lua_isnoneornil(L, 4) ? 0 : check_delay(L, lw, 4, "interval");
+    interval = lua_isnoneornil(L, 4) ? 0 : check_delay(L, lw, 4, "interval", NULL);
     lua_settop(L, 3);
-    return add_timer(L, lw, delay, 2, interval, 4, 3, 4, 0, -1);
+    return add_timer(L, lw, delay, delay_us, 2, interval, 4, 3, 4, 0);
 }
 
 /* w:after(delay, fn, ...) -> id: a one-shot that calls fn(w, id, ...) */
 static int w_after(lua_State *L)
 {
     struct lwheel *lw = open_wheel(L);
-    uint64_t delay = check_delay(L, lw, 2, "delay");
+    uint64_t delay_us;
+    uint64_t delay = check_delay(L, lw, 2, "delay", &delay_us);
     check_callable(L, 3);
-    return add_timer(L, lw, delay, 2, 0, 0, 3, 4, lua_gettop(L) - 3, -1);
+    return add_timer(L, lw, delay, delay_us, 2, 0, 0, 3, 4, lua_gettop(L) - 3);
 }
 
 /* w:every(first, interval, fn, ...) -> id: fn(w, id, ...) at first, then
@@ -863,12 +837,13 @@ static int w_after(lua_State *L)
 static int w_every(lua_State *L)
 {
     struct lwheel *lw = open_wheel(L);
-    uint64_t first = check_delay(L, lw, 2, "first");
-    uint64_t interval = check_delay(L, lw, 3, "interval");
+    uint64_t first_us;
+    uint64_t first = check_delay(L, lw, 2, "first", &first_us);
+    uint64_t interval = check_delay(L, lw, 3, "interval", NULL);
     if (interval == 0)
         luaL_argerror(L, 3, "interval must be at least one tick");
     check_callable(L, 4);
-    return add_timer(L, lw, first, 2, interval, 3, 4, 5, lua_gettop(L) - 4, -1);
+    return add_timer(L, lw, first, first_us, 2, interval, 3, 4, 5, lua_gettop(L) - 4);
 }
 
 /* w:cancel(id) -> true when the timer was pending */
@@ -893,25 +868,24 @@ static int w_cancel(lua_State *L)
 static int w_reschedule(lua_State *L)
 {
     struct lwheel *lw = open_wheel(L);
-    uint64_t delay = check_delay(L, lw, 3, "delay");
+    uint64_t delay_us;
+    uint64_t delay = check_delay(L, lw, 3, "delay", &delay_us);
     int keep = lua_isnoneornil(L, 4);
-    uint64_t interval = keep ? 0 : check_delay(L, lw, 4, "interval");
+    uint64_t interval = keep ? 0 : check_delay(L, lw, 4, "interval", NULL);
     tw_id id;
     int result;
     luaL_checktype(L, 2, LUA_TNUMBER);
     get_closures(L, 1);
     id = to_id(L, 2, lua_gettop(L));
-    result = keep ? tw_reschedule(lw->tw, id, delay)
-                  : tw_reschedule_ex(lw->tw, id, delay, interval);
+    if (!keep) /* the interval first: a move in microseconds keeps it */
+        result = tw_reschedule_ex(lw->tw, id, delay, interval);
+    result = delay_us && (keep || result == 1) ? tw_reschedule_us(lw->tw, id, delay_us)
+           : keep                              ? tw_reschedule(lw->tw, id, delay)
+                                               : result;
     if (result == -ERANGE)
         return range_error(L, delay, 3, interval, 4);
     if (result < 0)
         return luaL_error(L, "twheel: reschedule: %s", tw_strerror(result));
-    if (result == 1) {
-        int64_t uneven = uneven_us(L, lw, 3);
-        if (uneven >= 0)
-            settle_due(lw, id, delay, reading_after_call(lw) + (uint64_t)uneven);
-    }
     lua_pushboolean(L, result == 1);
     return 1;
 }
@@ -1009,15 +983,16 @@ static int w_add_at(lua_State *L)
 {
     struct lwheel *lw = open_wheel(L);
     int64_t at = lua_type(L, 2) == LUA_TNUMBER ? seconds_to_us(lua_tonumber(L, 2)) : -1;
-    uint64_t delay, now_us;
+    uint64_t delay, delay_us, now_us;
     if (!lw->tick_seconds)
         return luaL_error(L, "twheel: add_at needs a wheel made with tick or now (times in seconds)");
     if (at < 0)
         luaL_argerror(L, 2, "a time in seconds, 0 or more, expected");
     check_callable(L, 3);
     now_us = tw_clock_us(lw->tw); /* the wheel's clock: now(), or the monotonic one */
-    delay = (uint64_t)at > now_us ? ((uint64_t)at - now_us + lw->tick_us - 1) / lw->tick_us : 0;
-    return add_timer(L, lw, delay, 2, 0, 0, 3, 4, lua_gettop(L) - 3, at);
+    delay_us = (uint64_t)at > now_us ? (uint64_t)at - now_us : 0;
+    delay = delay_us / lw->tick_us + (delay_us % lw->tick_us != 0);
+    return add_timer(L, lw, delay, delay_us, 2, 0, 0, 3, 4, lua_gettop(L) - 3);
 }
 
 /* w:stats() -> a table of the wheel's counts (tw_get_stats) */
@@ -1268,7 +1243,6 @@ static int l_new(lua_State *L)
             return luaL_error(L, "twheel.new: now() must answer a number of seconds, 0 or more");
         lua_pop(L, 1);
         lw->last_us = (uint64_t)us;
-        lw->own_clock = 1;
         config.clock_fn = lua_clock;
         config.clock_context = lw;
         config.drive = TW_DRIVE_CLOCK;
