@@ -6,9 +6,11 @@
  * the order data flows, each using only those above it and opening with
  * what it guarantees and what state it owns. Compile this file alone
  * (cc -c timer.c) with timer.h beside it and src/ below it; it needs only
- * libc and pthread and compiles as C99 or C11.
+ * libc and pthread (on Windows: the Win32 API) and compiles as C99 or
+ * C11.
  */
 #include "src/base.h"     /* types, geometry, tuning constants */
+#include "src/platform.c" /* threads, clock, sleeping: POSIX or Win32 */
 #include "src/lock.c"     /* the wheel's lock and the driver claim */
 #include "src/pool.c"     /* nodes, ids */
 #include "src/queue.c"    /* the slot store: queues of node indices */

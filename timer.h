@@ -21,21 +21,32 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 
 #define TW_VERSION_MAJOR 1
-#define TW_VERSION_MINOR 3
+#define TW_VERSION_MINOR 4
 #define TW_VERSION_PATCH 0
 #define TW_VERSION_HEX                                                        \
     ((TW_VERSION_MAJOR << 16) | (TW_VERSION_MINOR << 8) | TW_VERSION_PATCH)
-#define TW_VERSION_STRING "1.3.0"
+#define TW_VERSION_STRING "1.4.0"
 
 /* Version of the function table returned by tw_get_api(). */
-#define TW_API_VERSION 2
+#define TW_API_VERSION 3
 
-/* Symbols are exported with default visibility from the shared library. An
- * embedder that compiles timer.c into its own tree may define TW_EXPORT
- * (for example as nothing, or as `static` in a unity build) before including
- * this header. */
+/* Symbols are exported with default visibility from the shared library. On
+ * Windows the DLL is built with TW_BUILDING_DLL (dllexport), and its users
+ * define TW_DLL (dllimport; pkg-config and CMake's twheel::twheel pass it
+ * on); a static library, or timer.c compiled into a program, needs
+ * neither. An embedder that compiles timer.c into its own tree may define
+ * TW_EXPORT (for example as nothing, or as `static` in a unity build)
+ * before including this header. */
 #ifndef TW_EXPORT
-#if defined(__GNUC__) || defined(__clang__)
+#if defined(_WIN32) || defined(__CYGWIN__)
+#if defined(TW_BUILDING_DLL)
+#define TW_EXPORT __declspec(dllexport)
+#elif defined(TW_DLL)
+#define TW_EXPORT __declspec(dllimport)
+#else
+#define TW_EXPORT
+#endif
+#elif defined(__GNUC__) || defined(__clang__)
 #define TW_EXPORT __attribute__((visibility("default")))
 #else
 #define TW_EXPORT
@@ -190,12 +201,13 @@ struct tw_stats {
 
 /* ---- return conventions --------------------------------------------------
  * Errors are errno codes: a function returning int or int64_t gives them
- * negated; one returning a pointer or an id gives NULL or 0 and sets errno.
+ * negated; one returning a pointer or an id gives NULL or 0 and sets errno,
+ * and tw_last_error() (which crosses C runtimes, where errno may not).
  * Every function, with its answer for a NULL wheel:
  *
  *   function              success          nothing / failure        NULL wheel
  *   tw_create             the wheel        NULL, errno EINVAL,      (NULL config:
- *                                          ENOMEM, a pthread error   defaults)
+ *                                          ENOMEM, a thread error    defaults)
  *   tw_destroy            0                -EBUSY                   0
  *   tw_add, tw_add_ex,    the id (not 0)   0, errno EINVAL, ERANGE, 0, errno EINVAL
  *     tw_add_periodic                      ENOSPC, ENOMEM, EBUSY,
@@ -607,6 +619,16 @@ TW_EXPORT int tw_check(tw_wheel *wheel);
 /* A short English description of an error code (negative or positive). */
 TW_EXPORT const char *tw_strerror(int error);
 
+/* The error of the last call on this thread that failed and set errno
+ * (tw_create, tw_add, tw_add_periodic, tw_add_ex): the same positive code,
+ * read through the library itself. It reaches a caller whose C runtime is
+ * not the library's, where errno does not: a program built with MSVC's
+ * UCRT calling a MinGW DLL, or any two modules linked with static
+ * runtimes. Set on failure only: a call that succeeds leaves it as it
+ * was, so read it right after the failing call, as errno. 0 on a thread
+ * where no call has failed. Thread-safe (one per thread). (1.4) */
+TW_EXPORT int tw_last_error(void);
+
 /* TW_VERSION_HEX and TW_VERSION_STRING of the library actually loaded. */
 TW_EXPORT uint32_t tw_version(void);
 TW_EXPORT const char *tw_version_string(void);
@@ -653,6 +675,8 @@ struct tw_api {
     uint64_t (*deadline_us)(tw_wheel *wheel, tw_id id);
     uint64_t (*next_deadline_us)(tw_wheel *wheel);
     void *(*context)(tw_wheel *wheel);
+    /* version 3 (1.4) */
+    int (*last_error)(void);
 };
 
 /* Returns the function table for API version `version` (1 ..

@@ -32,4 +32,19 @@ build = {
       libraries = { "pthread", "m" },
     },
   },
+  -- On Windows (MinGW or MSVC) the DLL exports what is marked dllexport,
+  -- luaopen_twheel alone; the wheel needs the Win32 synchronization and
+  -- multimedia-timer libraries.
+  platforms = {
+    windows = {
+      modules = {
+        twheel = {
+          sources = { "lua/twheel_lua.c", "timer.c" },
+          incdirs = { "." },
+          defines = { "TW_EXPORT=" },
+          libraries = { "synchronization", "winmm" },
+        },
+      },
+    },
+  },
 }

@@ -59,6 +59,7 @@ struct server {
     /* the wait: on_destroy sets `gone` under `lock` and signals `done` */
     pthread_mutex_t lock;
     pthread_cond_t done;
+    clockid_t done_clock; /* the clock the wait's deadline is read on */
     int gone;
 };
 
@@ -106,7 +107,7 @@ static int wait_until_gone(struct server *srv, int seconds)
 {
     struct timespec until;
     int r = 0;
-    clock_gettime(CLOCK_MONOTONIC, &until);
+    clock_gettime(srv->done_clock, &until);
     until.tv_sec += seconds;
     pthread_mutex_lock(&srv->lock);
     while (!srv->gone && r != ETIMEDOUT)
@@ -144,7 +145,11 @@ int main(int argc, char **argv)
         return 1;
     pthread_mutex_init(&srv->lock, NULL);
     pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* immune to date changes */
+    /* immune to date changes where the wait can use the monotonic clock
+     * (winpthreads cannot: there the deadline is read on the date) */
+    srv->done_clock = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0
+                          ? CLOCK_MONOTONIC
+                          : CLOCK_REALTIME;
     pthread_cond_init(&srv->done, &attr);
     pthread_condattr_destroy(&attr);
 

@@ -27,7 +27,12 @@
 #include "lauxlib.h"
 #include "lua.h"
 
-#if defined(__GNUC__) || defined(__clang__)
+/* luaopen_twheel is the one name the module exports: dllexport on Windows
+ * (MinGW and MSVC alike), default visibility elsewhere, where everything
+ * else is hidden. */
+#if defined(_WIN32)
+#define TWL_EXPORT __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
 #define TWL_EXPORT __attribute__((visibility("default")))
 #else
 #define TWL_EXPORT
@@ -37,8 +42,10 @@
 #define TWL_THREAD_LOCAL _Thread_local
 #elif defined(__GNUC__) || defined(__clang__)
 #define TWL_THREAD_LOCAL __thread
+#elif defined(_MSC_VER)
+#define TWL_THREAD_LOCAL __declspec(thread)
 #else
-#error "twheel's Lua module needs thread-local storage (C11 or GNU C)"
+#error "twheel's Lua module needs thread-local storage (C11, GNU C or MSVC)"
 #endif
 
 /* ---- Lua versions --------------------------------------------------------

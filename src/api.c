@@ -53,45 +53,35 @@ static int config_read(const struct tw_config *config, struct tw_config *c)
  * waits use; 0, or an error with nothing left to destroy. */
 static int init_sync(tw_wheel *w, int lock_kind)
 {
-    pthread_condattr_t attributes;
-    int error = pthread_condattr_init(&attributes);
+    int error = cond_init(&w->wake);
     if (error)
         return error;
-    error = pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-    if (!error)
-        error = pthread_cond_init(&w->wake, &attributes);
-    pthread_condattr_destroy(&attributes);
-    if (error)
-        return error;
-    error = pthread_mutex_init(&w->sleep_mutex, NULL);
+    error = mutex_init(&w->sleep_mutex);
     if (error)
         goto no_sleep_mutex;
-    error = pthread_mutex_init(&w->control, NULL);
+    error = mutex_init(&w->control);
     if (error)
         goto no_control;
     error = lock_init(&w->lock, lock_kind);
     if (!error)
         return 0;
-    pthread_mutex_destroy(&w->control);
+    mutex_destroy(&w->control);
 no_control:
-    pthread_mutex_destroy(&w->sleep_mutex);
+    mutex_destroy(&w->sleep_mutex);
 no_sleep_mutex:
-    pthread_cond_destroy(&w->wake);
+    cond_destroy(&w->wake);
     return error;
 }
 
 /* A wheel's tag (see make_id): 31 bits, never 0, from what differs between
  * wheels without any state they share: the wheel's address, the stack's,
- * and the monotonic clock in nanoseconds (not the wheel's own clock, which
+ * and the monotonic clock's finest count (not the wheel's own clock, which
  * may be a fake one that reads the same for every wheel), stirred by a
  * 64-bit finaliser so that every input bit reaches every tag bit. */
 static uint32_t draw_tag(const tw_wheel *w)
 {
-    struct timespec now;
-    uint64_t x;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    x = (uint64_t)(uintptr_t)w ^ (uint64_t)(uintptr_t)&now << 20 ^
-        ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
+    uint64_t x = monotonic_count();
+    x ^= (uint64_t)(uintptr_t)w ^ (uint64_t)(uintptr_t)&x << 20;
     x = (x ^ x >> 31) * UINT64_C(0x7fb5d329728ea185);
     x = (x ^ x >> 27) * UINT64_C(0x81dadef4bc2dd44d);
     x = (uint32_t)(x >> 33) & GENERATION_MASK;
@@ -124,20 +114,20 @@ TW_EXPORT tw_wheel *tw_create(const struct tw_config *config)
     tw_wheel *w;
     int error;
     if (!config_read(config, &c)) {
-        errno = EINVAL;
+        fail_with(EINVAL);
         return NULL;
     }
     realloc_fn = c.realloc_fn ? c.realloc_fn : libc_realloc;
     w = realloc_fn(NULL, sizeof *w, c.alloc_context);
     if (!w) {
-        errno = ENOMEM;
+        fail_with(ENOMEM);
         return NULL;
     }
     wheel_init(w, &c, realloc_fn);
     error = init_sync(w, c.lock);
     if (error) {
         realloc_fn(w, 0, c.alloc_context);
-        errno = error;
+        fail_with(error);
         return NULL;
     }
     return w;
@@ -176,9 +166,9 @@ static int destroy_decision_relock(tw_wheel *w)
         return 0;
     }
     for (frame = w->hooks; frame; frame = frame->next)
-        if (pthread_equal(frame->thread, pthread_self()))
+        if (same_thread(frame->thread, thread_self()))
             outermost = frame;
-        else if (!timer_thread || !pthread_equal(frame->thread, w->drive->thread))
+        else if (!timer_thread || !same_thread(frame->thread, w->drive->thread))
             foreign = 1;
     if (outermost)
         outermost->destroy = 1;
@@ -218,7 +208,7 @@ TW_EXPORT tw_id tw_add_periodic(tw_wheel *w, uint64_t first, uint64_t interval,
                                 tw_callback *callback, void *user_data)
 {
     if (interval == 0) {
-        errno = EINVAL;
+        fail_with(EINVAL);
         return 0;
     }
     return add_timer(w, first, interval, callback, NULL, user_data);
@@ -474,9 +464,7 @@ TW_EXPORT uint64_t tw_remaining(tw_wheel *w, tw_id id)
 
 TW_EXPORT uint64_t tw_gettime(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return monotonic_us(0);
 }
 
 TW_EXPORT int64_t tw_expire(tw_wheel *w)

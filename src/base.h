@@ -3,6 +3,23 @@
  * wheel's geometry, every type (each struct's fields belong to the part its
  * comment names), the tuning constants, the test hooks, and small helpers.
  * Owns no state. */
+/* The platform: POSIX (pthread, clock_gettime, the Linux futex) or Win32
+ * (SRW locks, condition variables, _beginthreadex, QueryPerformanceCounter,
+ * WaitOnAddress: Windows 8 or later), chosen by _WIN32 alone, so that a
+ * MinGW build runs the code MSVC compiles. src/platform.c wraps them. */
+#if defined(_WIN32)
+#define TW_WINDOWS 1
+#if !defined(_WIN32_WINNT) || _WIN32_WINNT < 0x0602
+#undef _WIN32_WINNT
+#define _WIN32_WINNT 0x0602 /* WaitOnAddress */
+#endif
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#else
 #if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
 #undef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -10,16 +27,24 @@
 #if defined(__linux__) && !defined(_DEFAULT_SOURCE)
 #define _DEFAULT_SOURCE 1 /* syscall(), for the adaptive lock's futex */
 #endif
+#endif
 
 #include "../timer.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(TW_WINDOWS)
+#include <windows.h>
+#include <intrin.h>
+#include <mmsystem.h>
+#include <process.h>
+#else
+#include <pthread.h>
+#include <sched.h>
 #include <time.h>
+#endif
 /* TW_NO_FUTEX: build the portable path on Linux too (a test does). */
 #if defined(__linux__) && !defined(TW_NO_FUTEX)
 #include <linux/futex.h>
@@ -28,11 +53,21 @@
 #define TW_HAVE_FUTEX 1
 #endif
 
-/* C11 atomics when the compiler offers them; the GNU builtins (same memory
- * model) keep strict C99 builds working. The lock's words use them, and
- * so does the clock's drive mode, which adds read before taking the lock. */
+/* The GNU builtins and attributes, unless TW_NO_GNU_BUILTINS asks for the
+ * code a compiler without them (MSVC) gets: the meson option `fallbacks`
+ * builds it with GCC to test it. */
+#if defined(__GNUC__) && !defined(TW_NO_GNU_BUILTINS)
+#define TW_GNU 1
+#endif
+
+/* C11 atomics when the compiler offers them; else the GNU builtins (same
+ * memory model), which keep strict C99 builds working; else, on Windows,
+ * the Interlocked functions (full barriers, stronger than each use asks).
+ * The lock's words use them, and so does the clock's drive mode, which
+ * adds read before taking the lock. TW_NO_C11_ATOMICS: as for MSVC, which
+ * defines __STDC_NO_ATOMICS__. */
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L &&              \
-    !defined(__STDC_NO_ATOMICS__)
+    !defined(__STDC_NO_ATOMICS__) && !defined(TW_NO_C11_ATOMICS)
 #include <stdatomic.h>
 typedef atomic_uint spin_word;
 #define spin_init(p) atomic_init((p), 0u)
@@ -52,7 +87,7 @@ typedef atomic_uint spin_word;
 #define spin_exchange_sc(p, v) atomic_exchange((p), (v))
 #define spin_claim_sc(p, expected, v)                                         \
     atomic_compare_exchange_strong((p), (expected), (v))
-#elif defined(__GNUC__)
+#elif defined(TW_GNU)
 typedef unsigned spin_word;
 #define spin_init(p) (*(p) = 0u)
 #define spin_load(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -68,8 +103,52 @@ typedef unsigned spin_word;
 #define spin_claim_sc(p, expected, v)                                         \
     __atomic_compare_exchange_n((p), (expected), (v), 0, __ATOMIC_SEQ_CST,    \
                                 __ATOMIC_SEQ_CST)
+#elif defined(TW_WINDOWS)
+/* A relaxed load is a volatile read (32 bits: never torn); every other
+ * operation is an Interlocked one, a full barrier on every architecture
+ * Windows runs on (x86, x64, ARM64). */
+typedef volatile LONG spin_word;
+#define spin_init(p) (*(p) = 0)
+#define spin_load(p) ((unsigned)*(p))
+#define spin_store(p, v) ((void)InterlockedExchange((p), (LONG)(v)))
+#define spin_exchange_acquire(p, v) ((unsigned)InterlockedExchange((p), (LONG)(v)))
+#define spin_store_release(p, v) ((void)InterlockedExchange((p), (LONG)(v)))
+#define spin_claim(p, expected, v) spin_claim_interlocked((p), (expected), (v))
+#define spin_load_sc(p) ((unsigned)InterlockedCompareExchange((p), 0, 0))
+#define spin_store_sc(p, v) ((void)InterlockedExchange((p), (LONG)(v)))
+#define spin_exchange_sc(p, v) ((unsigned)InterlockedExchange((p), (LONG)(v)))
+#define spin_claim_sc(p, expected, v) spin_claim_interlocked((p), (expected), (v))
+/* 1 when *p held *expected and now holds v; else *expected gets *p. */
+static int spin_claim_interlocked(spin_word *p, unsigned *expected, unsigned v)
+{
+    LONG seen = InterlockedCompareExchange(p, (LONG)v, (LONG)*expected);
+    if ((unsigned)seen == *expected)
+        return 1;
+    *expected = (unsigned)seen;
+    return 0;
+}
 #else
-#error "twheel needs C11 atomics or the GNU __atomic builtins"
+#error "twheel needs C11 atomics, the GNU __atomic builtins or Windows"
+#endif
+
+/* What the platform's threads and sleeps are made of (see src/platform.c):
+ * a mutex, a condition variable, a thread that can be joined, and the
+ * identity of a thread. */
+#if defined(TW_WINDOWS)
+typedef SRWLOCK sys_mutex;
+typedef CONDITION_VARIABLE sys_cond;
+typedef DWORD thread_id;
+struct sys_thread {
+    HANDLE handle;
+    DWORD id;
+};
+#else
+typedef pthread_mutex_t sys_mutex;
+typedef pthread_cond_t sys_cond;
+typedef pthread_t thread_id;
+struct sys_thread {
+    pthread_t thread;
+};
 #endif
 
 /* ---- geometry and types ------------------------------------------------
@@ -266,7 +345,7 @@ struct wheel_lock {
     spin_word driver_waiting; /* the driver waits: spin lock producers stand
                                  back; the adaptive driver sleeps on it */
     spin_word driver_claim;   /* a thread drives, or is about to */
-    pthread_mutex_t mutex;    /* TW_LOCK_MUTEX */
+    sys_mutex mutex;          /* TW_LOCK_MUTEX */
 };
 
 /* Where a delay counts from (see the clock section). The first three are
@@ -288,8 +367,8 @@ struct wheel_clock {
                            before it by add and reschedule, to know whether
                            to read the clock */
     uint32_t tick_us;
-    clockid_t id;
-    tw_clock_fn *fn;    /* or NULL: clock_gettime(id) */
+    int coarse;         /* TW_CLOCK_MONOTONIC_COARSE, where there is one */
+    tw_clock_fn *fn;    /* or NULL: the system's monotonic clock */
     void *context;
     uint64_t base_us, base_tick;
     uint64_t last_us;   /* the latest reading a call counted from */
@@ -298,7 +377,7 @@ struct wheel_clock {
 /* The drive in progress (tw_advance, tw_expire, the timer thread), on the
  * driving thread's stack; tw_wheel.drive points to it while it lasts. */
 struct drive {
-    pthread_t thread;
+    thread_id thread;
     uint64_t target;  /* the tick the call walks to */
     int timer_thread; /* the timer thread drives */
     int free_wheel;   /* tw_destroy was called on the driving thread: the
@@ -311,7 +390,7 @@ struct drive {
  * can wait for hooks that other threads are running. */
 struct hook_frame {
     struct hook_frame *next;
-    pthread_t thread;
+    thread_id thread;
     int destroy; /* tw_destroy was called in this hook: finish it after */
 };
 
@@ -397,10 +476,10 @@ struct tw_wheel {
     /* timer thread: `control` serialises start/stop; `sleep_mutex` guards
      * the state threads sleep on (the timer thread between expiries, a
      * tw_cancel waiting for a callback), and `wake` wakes them */
-    pthread_mutex_t control;
-    pthread_mutex_t sleep_mutex;
-    pthread_cond_t wake;
-    pthread_t thread;
+    sys_mutex control;
+    sys_mutex sleep_mutex;
+    sys_cond wake;
+    struct sys_thread thread;
     int thread_state;
     uint32_t period_us;
     uint32_t thread_calls; /* tw_thread_start/stop calls inside, which a
@@ -437,10 +516,14 @@ struct tw_wheel {
 /* Small functions on the hot paths are inlined by force (they run once per
  * timer per step); cold paths, and long ones that would weigh on a short
  * caller's frame, are kept out of line. */
-#if defined(__GNUC__)
+#if defined(TW_GNU)
 #define HOT_INLINE inline __attribute__((always_inline))
 #define COLD __attribute__((noinline, cold))
 #define NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define HOT_INLINE __forceinline
+#define COLD __declspec(noinline)
+#define NOINLINE __declspec(noinline)
 #else
 #define HOT_INLINE inline
 #define COLD
@@ -449,8 +532,12 @@ struct tw_wheel {
 
 static int lowest_bit(uint64_t x) /* x != 0 */
 {
-#if defined(__GNUC__)
+#if defined(TW_GNU)
     return __builtin_ctzll(x);
+#elif defined(TW_WINDOWS) && defined(_WIN64)
+    unsigned long n;
+    _BitScanForward64(&n, x);
+    return (int)n;
 #else
     int n = 0;
     while (!(x & 1)) {
@@ -463,8 +550,12 @@ static int lowest_bit(uint64_t x) /* x != 0 */
 
 static int highest_bit(uint32_t x) /* x != 0 */
 {
-#if defined(__GNUC__)
+#if defined(TW_GNU)
     return 31 - __builtin_clz(x);
+#elif defined(TW_WINDOWS)
+    unsigned long n;
+    _BitScanReverse(&n, x);
+    return (int)n;
 #else
     int n = 31;
     while (!(x & 0x80000000u)) {
@@ -484,6 +575,27 @@ static uint64_t saturated_sum(uint64_t a, uint64_t b)
 static uint64_t saturated_product(uint64_t a, uint64_t b) /* b != 0 */
 {
     return a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* The error of the last failing call on this thread (tw_last_error): a
+ * thread-local, one per copy of the library, like errno. */
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define THREAD_LOCAL _Thread_local
+#elif defined(TW_GNU)
+#define THREAD_LOCAL __thread
+#elif defined(_MSC_VER)
+#define THREAD_LOCAL __declspec(thread)
+#else
+#error "twheel needs thread-local storage (C11, GCC or MSVC)"
+#endif
+static THREAD_LOCAL int last_error;
+
+/* A call fails with `error`: in errno, and in last_error, which crosses C
+ * runtimes where errno does not. */
+static void fail_with(int error)
+{
+    errno = error;
+    last_error = error;
 }
 
 /* What tw_check found (see src/check.c): the checkers of src/check.c and

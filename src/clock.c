@@ -64,11 +64,9 @@ static void set_mode(tw_wheel *w, const unsigned char *mode_after)
 
 static uint64_t read_clock(const tw_wheel *w)
 {
-    struct timespec ts = {0, 0};
     if (w->clock.fn)
         return w->clock.fn(w->clock.context);
-    clock_gettime(w->clock.id, &ts); /* the id was tried at creation */
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return monotonic_us(w->clock.coarse); /* tried at creation */
 }
 
 /* The clock reading an add or reschedule needs, taken before the lock (a
@@ -236,14 +234,8 @@ static void clock_init(tw_wheel *w, const struct tw_config *c)
     w->clock.tick_us = c->tick_us;
     w->clock.fn = c->clock_fn;
     w->clock.context = c->clock_context;
-    w->clock.id = CLOCK_MONOTONIC;
-#ifdef CLOCK_MONOTONIC_COARSE
-    if (c->clock == TW_CLOCK_MONOTONIC_COARSE) {
-        struct timespec probe;
-        if (clock_gettime(CLOCK_MONOTONIC_COARSE, &probe) == 0)
-            w->clock.id = CLOCK_MONOTONIC_COARSE; /* else the precise one */
-    }
-#endif
+    /* else the precise one */
+    w->clock.coarse = c->clock == TW_CLOCK_MONOTONIC_COARSE && have_coarse_clock();
     w->clock.base_tick = w->now;
     w->clock.base_us = w->clock.last_us = read_clock(w);
 }

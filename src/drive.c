@@ -114,7 +114,7 @@ static int begin_drive_lock(tw_wheel *w, struct drive *d, int timer_thread)
         unlock(w);
         return -EBUSY;
     }
-    d->thread = pthread_self();
+    d->thread = thread_self();
     d->target = w->now;
     d->timer_thread = timer_thread;
     d->free_wheel = 0;
@@ -195,32 +195,35 @@ static int64_t drive_by_ticks(tw_wheel *w, uint64_t ticks)
  * skynet's dedicated timer thread: tw_expire every period, sleeping on a
  * condition variable so that stop wakes it at once. */
 
-static void *timer_thread_main(void *argument)
+/* The timer thread's loop: tw_expire, then sleep until the period is over
+ * or a stop wakes it; returns when told to stop, or when a callback
+ * destroyed the wheel (then without touching it). */
+static void timer_thread_loop(tw_wheel *w)
 {
-    tw_wheel *w = argument;
-    struct timespec deadline;
     struct drive d;
-    pthread_mutex_lock(&w->sleep_mutex);
+    uint64_t deadline;
+    mutex_lock(&w->sleep_mutex);
     while (w->thread_state == THREAD_RUNNING) {
-        pthread_mutex_unlock(&w->sleep_mutex);
+        mutex_unlock(&w->sleep_mutex);
         d.free_wheel = 0;
         drive_by_clock(w, &d, 1);
         if (d.free_wheel)
-            return NULL; /* a callback destroyed the wheel; detached */
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_nsec += (long)(w->period_us % 1000000u) * 1000;
-        deadline.tv_sec += (time_t)(w->period_us / 1000000u);
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_nsec -= 1000000000L;
-            deadline.tv_sec++;
-        }
-        pthread_mutex_lock(&w->sleep_mutex);
+            return; /* a callback destroyed the wheel; detached */
+        deadline = monotonic_us(0) + w->period_us;
+        mutex_lock(&w->sleep_mutex);
         while (w->thread_state == THREAD_RUNNING &&
-               pthread_cond_timedwait(&w->wake, &w->sleep_mutex, &deadline) == 0)
+               cond_wait_until(&w->wake, &w->sleep_mutex, deadline) == 0)
             ;
     }
-    pthread_mutex_unlock(&w->sleep_mutex);
-    return NULL;
+    mutex_unlock(&w->sleep_mutex);
+}
+
+THREAD_ENTRY(timer_thread_main, argument)
+{
+    timer_resolution(1);
+    timer_thread_loop(argument);
+    timer_resolution(0);
+    THREAD_RETURN;
 }
 
 TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
@@ -239,7 +242,7 @@ TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
     /* `destroying` is read holding `control`: a destroy decided after this
      * read stops the thread made below, because its stop_thread takes
      * `control` after this call lets go of it. */
-    pthread_mutex_lock(&w->control);
+    mutex_lock(&w->control);
     error = 0;
     lock(w);
     if (w->destroying)
@@ -248,18 +251,18 @@ TW_EXPORT int tw_thread_start(tw_wheel *w, uint32_t period_us)
         set_mode(w, mode_after_expire);
     unlock(w);
     TW_TEST_START_CHECKED(w);
-    pthread_mutex_lock(&w->sleep_mutex);
+    mutex_lock(&w->sleep_mutex);
     if (!error && w->thread_state == THREAD_IDLE) {
         w->period_us = period_us;
         w->thread_state = THREAD_RUNNING;
-        error = pthread_create(&w->thread, NULL, timer_thread_main, w);
+        error = thread_start(&w->thread, timer_thread_main, w);
         if (error)
             w->thread_state = THREAD_IDLE;
     } else {
         error = EBUSY; /* being destroyed, or another start got here first */
     }
-    pthread_mutex_unlock(&w->sleep_mutex);
-    pthread_mutex_unlock(&w->control);
+    mutex_unlock(&w->sleep_mutex);
+    mutex_unlock(&w->control);
     leave_thread_call(w);
     return -error;
 }

@@ -15,7 +15,7 @@
 
 static int on_driver_thread(const tw_wheel *w)
 {
-    return w->drive && pthread_equal(w->drive->thread, pthread_self());
+    return w->drive && same_thread(w->drive->thread, thread_self());
 }
 
 static int timer_thread_drives(const tw_wheel *w)
@@ -41,7 +41,7 @@ static int finish_node_relock(tw_wheel *w, uint32_t index)
         return 0;
     }
     driver = on_driver_thread(w); /* decided under the lock */
-    frame.thread = pthread_self();
+    frame.thread = thread_self();
     frame.destroy = 0;
     frame.next = w->hooks;
     w->hooks = &frame;
@@ -61,11 +61,11 @@ static int finish_node_relock(tw_wheel *w, uint32_t index)
 static COLD void settle_cancel_waits(tw_wheel *w)
 {
     struct cancel_wait *wait;
-    pthread_mutex_lock(&w->sleep_mutex);
+    mutex_lock(&w->sleep_mutex);
     for (wait = w->cancel_waits; wait; wait = wait->next)
         wait->settled = 1;
-    pthread_cond_broadcast(&w->wake);
-    pthread_mutex_unlock(&w->sleep_mutex);
+    cond_broadcast(&w->wake);
+    mutex_unlock(&w->sleep_mutex);
 }
 
 /* Lock held on entry and on return: sleeps until the driver has settled
@@ -79,10 +79,10 @@ static void wait_for_callback_relock(tw_wheel *w)
     wait.next = w->cancel_waits;
     w->cancel_waits = &wait;
     unlock(w);
-    pthread_mutex_lock(&w->sleep_mutex);
+    mutex_lock(&w->sleep_mutex);
     while (!wait.settled)
-        pthread_cond_wait(&w->wake, &w->sleep_mutex);
-    pthread_mutex_unlock(&w->sleep_mutex);
+        cond_wait(&w->wake, &w->sleep_mutex);
+    mutex_unlock(&w->sleep_mutex);
     TW_TEST_CANCEL_WOKEN(w);
     lock(w);
     for (link = &w->cancel_waits; *link != &wait; link = &(*link)->next)
@@ -94,9 +94,9 @@ static void wait_for_callback_relock(tw_wheel *w)
 static int timer_thread_state(tw_wheel *w)
 {
     int state;
-    pthread_mutex_lock(&w->sleep_mutex);
+    mutex_lock(&w->sleep_mutex);
     state = w->thread_state;
-    pthread_mutex_unlock(&w->sleep_mutex);
+    mutex_unlock(&w->sleep_mutex);
     return state;
 }
 
@@ -104,9 +104,9 @@ static int timer_thread_state(tw_wheel *w)
 static int thread_calls_inside(tw_wheel *w)
 {
     int inside;
-    pthread_mutex_lock(&w->sleep_mutex);
+    mutex_lock(&w->sleep_mutex);
     inside = w->thread_calls != 0;
-    pthread_mutex_unlock(&w->sleep_mutex);
+    mutex_unlock(&w->sleep_mutex);
     return inside;
 }
 
@@ -122,7 +122,7 @@ static void wait_until_alone_relock(tw_wheel *w)
     while (w->drive || w->hooks || w->cancel_waits || thread_calls_inside(w)) {
         unlock(w);
         TW_TEST_TEARDOWN_WAITS(w);
-        sched_yield();
+        yield_cpu();
         lock(w);
     }
 }
@@ -162,9 +162,9 @@ static void free_chunks(tw_wheel *w, struct chunk_table *t)
 static void destroy_sync(tw_wheel *w)
 {
     lock_destroy(&w->lock);
-    pthread_mutex_destroy(&w->control);
-    pthread_mutex_destroy(&w->sleep_mutex);
-    pthread_cond_destroy(&w->wake);
+    mutex_destroy(&w->control);
+    mutex_destroy(&w->sleep_mutex);
+    cond_destroy(&w->wake);
 }
 
 /* Releases every pending timer and frees the wheel; lock not held, the
@@ -194,20 +194,20 @@ static void teardown(tw_wheel *w)
 static int enter_thread_call(tw_wheel *w)
 {
     int state;
-    pthread_mutex_lock(&w->sleep_mutex);
+    mutex_lock(&w->sleep_mutex);
     state = w->thread_state;
-    if (state != THREAD_IDLE && pthread_equal(w->thread, pthread_self()))
+    if (state != THREAD_IDLE && same_thread(thread_of(&w->thread), thread_self()))
         state = -EDEADLK;
     w->thread_calls++;
-    pthread_mutex_unlock(&w->sleep_mutex);
+    mutex_unlock(&w->sleep_mutex);
     return state;
 }
 
 static void leave_thread_call(tw_wheel *w)
 {
-    pthread_mutex_lock(&w->sleep_mutex);
+    mutex_lock(&w->sleep_mutex);
     w->thread_calls--;
-    pthread_mutex_unlock(&w->sleep_mutex);
+    mutex_unlock(&w->sleep_mutex);
 }
 
 /* Stops the timer thread and joins it: 0 (also when none runs), or
@@ -224,20 +224,20 @@ static int stop_thread(tw_wheel *w)
         return state;
     }
     TW_TEST_STOP_ENTERED(w);
-    pthread_mutex_lock(&w->control);
-    pthread_mutex_lock(&w->sleep_mutex);
+    mutex_lock(&w->control);
+    mutex_lock(&w->sleep_mutex);
     state = w->thread_state;
     if (state == THREAD_RUNNING) {
         w->thread_state = THREAD_STOPPING;
-        pthread_cond_broadcast(&w->wake); /* cancel waits sleep there too */
-        pthread_mutex_unlock(&w->sleep_mutex);
-        pthread_join(w->thread, NULL);
-        pthread_mutex_lock(&w->sleep_mutex);
+        cond_broadcast(&w->wake); /* cancel waits sleep there too */
+        mutex_unlock(&w->sleep_mutex);
+        thread_join(&w->thread);
+        mutex_lock(&w->sleep_mutex);
         state = w->thread_state;
         w->thread_state = THREAD_IDLE;
     }
-    pthread_mutex_unlock(&w->sleep_mutex);
-    pthread_mutex_unlock(&w->control);
+    mutex_unlock(&w->sleep_mutex);
+    mutex_unlock(&w->control);
     leave_thread_call(w); /* after `control`: a teardown destroys it */
     if (state == THREAD_LEFT_TEARDOWN)
         teardown(w);
@@ -251,17 +251,17 @@ static int stop_thread(tw_wheel *w)
 static void finish_deferred_destroy(tw_wheel *w)
 {
     int state;
-    pthread_mutex_lock(&w->sleep_mutex);
+    mutex_lock(&w->sleep_mutex);
     state = w->thread_state;
-    if (state == THREAD_IDLE || !pthread_equal(w->thread, pthread_self()))
+    if (state == THREAD_IDLE || !same_thread(thread_of(&w->thread), thread_self()))
         state = THREAD_IDLE; /* not on the timer thread */
     else if (state == THREAD_STOPPING)
         w->thread_state = THREAD_LEFT_TEARDOWN;
     else {
         w->thread_state = THREAD_IDLE;
-        pthread_detach(w->thread);
+        thread_detach(&w->thread);
     }
-    pthread_mutex_unlock(&w->sleep_mutex);
+    mutex_unlock(&w->sleep_mutex);
     if (state == THREAD_STOPPING)
         return;
     if (state == THREAD_IDLE)

@@ -4,7 +4,8 @@
  * write (the claim is released with a release store for every kind).
  *
  * TW_LOCK_ADAPTIVE (the default) puts a producer that finds the lock taken
- * to sleep in the kernel at once (a futex on Linux), as glibc's mutex does:
+ * to sleep in the kernel at once (a futex on Linux, WaitOnAddress on
+ * Windows), as glibc's mutex does:
  * a waiter never burns the time slice that a preempted holder needs, which
  * is what survives more threads than cores. The driver is served first, to
  * a bound: it spins a little, then sleeps on its own word, `driver_waiting`,
@@ -22,7 +23,8 @@
  * TW_LOCK_SPIN is test-and-test-and-set: pause, then yield, then nap, with
  * producers standing back while the driver waits. It is cheapest when
  * threads never outnumber cores and starves the driver when they do.
- * TW_LOCK_MUTEX is a pthread mutex: no priority for the driver.
+ * TW_LOCK_MUTEX is the platform's mutex (a pthread mutex, an SRW lock on
+ * Windows): no priority for the driver.
  *
  * Its interface: lock_init and lock_destroy; lock_acquire (as the driver
  * or a producer), lock_try (a producer's, which never waits: for the hot
@@ -37,8 +39,9 @@
  * before it returns (its node pointers stay valid: chunks never move, and
  * a node is never freed while its callback or hook runs); one ending in
  * _lock returns with the lock held that it took. Every other function
- * returns with the lock as it found it. Off Linux, where there is
- * no futex, park is a short nap: the adaptive lock's waiters poll (use
+ * returns with the lock as it found it. The adaptive lock's waiters sleep
+ * on a word (park, src/platform.c: the futex on Linux, WaitOnAddress on
+ * Windows); on other systems park is a short nap, so they poll (use
  * TW_LOCK_MUTEX there). Nothing else parks: tw_cancel's wait for a
  * callback sleeps on a condition variable (see lifetime). */
 
@@ -66,39 +69,6 @@ enum lock_event {
     LOCK_EV_DRIVER_SLEEPS   /* ... spun in vain, about to say it sleeps */
 };
 
-static void cpu_pause(void)
-{
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_ia32_pause();
-#elif defined(__GNUC__) && (defined(__aarch64__) || defined(__arm__))
-    __asm__ __volatile__("yield");
-#endif
-}
-
-/* Sleeps while *word == value (or for a short nap where there is no
- * futex); wakes up to `count` sleepers. Both are hints: callers re-check. */
-static void park(spin_word *word, unsigned value)
-{
-#if defined(TW_HAVE_FUTEX)
-    syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
-#else
-    struct timespec nap = {0, NAP_NS};
-    (void)word;
-    (void)value;
-    nanosleep(&nap, NULL);
-#endif
-}
-
-static void unpark(spin_word *word, int count)
-{
-#if defined(TW_HAVE_FUTEX)
-    syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
-#else
-    (void)word;
-    (void)count;
-#endif
-}
-
 static int spin_try(struct wheel_lock *l)
 {
     return !spin_load(&l->word) && !spin_exchange_acquire(&l->word, 1u);
@@ -125,12 +95,10 @@ static COLD void spin_wait(struct wheel_lock *l, int driver)
          * the scheduler keeps choosing us), by a nap, so the holder gets a
          * core to finish on. */
         if (++spins % SPIN_YIELD_EVERY == 0) {
-            if (spins < SPIN_YIELD_EVERY * SPIN_YIELDS) {
-                sched_yield();
-            } else {
-                struct timespec nap = {0, NAP_NS};
-                nanosleep(&nap, NULL);
-            }
+            if (spins < SPIN_YIELD_EVERY * SPIN_YIELDS)
+                yield_cpu();
+            else
+                nap();
         }
     }
     if (driver)
@@ -265,7 +233,7 @@ static HOT_INLINE void lock_acquire(struct wheel_lock *l, int driver)
             spin_wait(l, driver);
         }
     } else {
-        pthread_mutex_lock(&l->mutex);
+        mutex_lock(&l->mutex);
     }
     TW_TEST_LOCK_EVENT(l, LOCK_EV_PRODUCER_TOOK + driver);
 }
@@ -298,7 +266,7 @@ static HOT_INLINE void lock_release(struct wheel_lock *l)
     else if (l->kind == TW_LOCK_SPIN)
         spin_store_release(&l->word, 0u);
     else
-        pthread_mutex_unlock(&l->mutex);
+        mutex_unlock(&l->mutex);
 }
 
 /* Makes the caller the one thread that drives the wheel, until
@@ -334,13 +302,13 @@ static int lock_init(struct wheel_lock *l, int kind)
     spin_init(&l->word);
     spin_init(&l->driver_waiting);
     spin_init(&l->driver_claim);
-    return kind == TW_LOCK_MUTEX ? pthread_mutex_init(&l->mutex, NULL) : 0;
+    return kind == TW_LOCK_MUTEX ? mutex_init(&l->mutex) : 0;
 }
 
 static void lock_destroy(struct wheel_lock *l)
 {
     if (l->kind == TW_LOCK_MUTEX)
-        pthread_mutex_destroy(&l->mutex);
+        mutex_destroy(&l->mutex);
 }
 
 static HOT_INLINE void lock(tw_wheel *w)

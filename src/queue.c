@@ -164,7 +164,7 @@ static uint32_t next_position(const tw_wheel *w, uint32_t position)
  * reads it instead of costing a miss per fired timer. Compaction never
  * reads them. Inlined by force (HOT_INLINE), so that no call of it can be
  * dropped as a call without effect. */
-#if defined(__GNUC__)
+#if defined(TW_GNU)
 static HOT_INLINE void
 prefetch_block(const tw_wheel *w, uint32_t block, unsigned from, int calls)
 {

@@ -26,6 +26,11 @@ TW_EXPORT const char *tw_strerror(int error)
     return "unknown error";
 }
 
+TW_EXPORT int tw_last_error(void)
+{
+    return last_error;
+}
+
 TW_EXPORT uint32_t tw_version(void)
 {
     return TW_VERSION_HEX;
@@ -71,6 +76,7 @@ static const struct tw_api api_table = {
     tw_deadline_us,
     tw_next_deadline_us,
     tw_context,
+    tw_last_error,
 };
 
 TW_EXPORT const struct tw_api *tw_get_api(uint32_t version)

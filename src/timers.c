@@ -70,11 +70,11 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
     uint64_t clock, due = 0;
     int release_slot = 0, error = 0;
     if (!w || !callback) {
-        errno = EINVAL;
+        fail_with(EINVAL);
         return 0;
     }
     if (delay > TW_MAX_DELAY || interval > TW_MAX_DELAY) {
-        errno = ERANGE;
+        fail_with(ERANGE);
         return 0;
     }
     clock = call_clock(w);
@@ -91,7 +91,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
         error = ENOMEM;
     if (error) {
         unlock(w);
-        errno = error;
+        fail_with(error);
         return 0;
     }
     if ((uint32_t)release_slot > w->release_count)

@@ -10,6 +10,32 @@ set -uo pipefail
 
 so=${1:?usage: exported_symbols.sh LIB.so [LIB.a]}
 archive=${2:-}
+
+# A Windows DLL: its export table, read by objdump (OBJDUMP: the cross
+# toolchain's); the static archive is checked as below, with its nm.
+if [[ $so == *.dll ]]; then
+    objdump=${OBJDUMP:-objdump}
+    command -v "$objdump" >/dev/null || { echo "SKIP: $objdump not found"; exit 77; }
+    exports=$("$objdump" -p "$so" | awk '/^\[Ordinal\/Name Pointer\] Table/ {t = 1; next}
+        t && /^\t\[/ {print $NF; next} t && !/^\t/ {t = 0}')
+    bad=$(grep -v '^tw_' <<<"$exports")
+    count=$(grep -c . <<<"$exports")
+    if [[ -z $exports || -n $bad ]] || ! grep -qx tw_get_api <<<"$exports"; then
+        printf 'FAIL: %s exports (all must start with tw_, tw_get_api among them):\n%s\n' \
+            "$so" "$exports"
+        exit 1
+    fi
+    if [[ -n $archive ]]; then
+        nm=${OBJDUMP%objdump}nm
+        bad=$("$nm" -g --defined-only "$archive" | awk 'NF >= 3 && $3 !~ /^tw_/ {print $3}')
+        if [[ -n $bad ]]; then
+            printf 'FAIL: %s defines globals outside tw_:\n%s\n' "$archive" "$bad"
+            exit 1
+        fi
+    fi
+    echo "ok: $count exported symbols, all tw_*"
+    exit 0
+fi
 command -v nm >/dev/null || { echo "SKIP: nm not found"; exit 77; }
 
 # Names that would collide with libc / librt / POSIX if we exported them.

@@ -383,9 +383,9 @@ static void stop_entered(struct tw_wheel *w)
 static unsigned thread_calls_now(tw_wheel *w)
 {
     unsigned n;
-    pthread_mutex_lock(&w->sleep_mutex);
+    mutex_lock(&w->sleep_mutex);
     n = w->thread_calls;
-    pthread_mutex_unlock(&w->sleep_mutex);
+    mutex_unlock(&w->sleep_mutex);
     return n;
 }
 
@@ -588,8 +588,8 @@ static int stop_stray_thread(tw_wheel *w)
     int stray = w->thread_state == THREAD_RUNNING;
     if (stray) {
         w->thread_state = THREAD_STOPPING;
-        pthread_cond_broadcast(&w->wake);
-        pthread_join(w->thread, NULL);
+        cond_broadcast(&w->wake);
+        thread_join(&w->thread);
     }
     return stray || w->thread_calls != 0;
 }

@@ -72,7 +72,7 @@ static void test_contract(void **state)
 {
     int kind = thr_lock_of(state);
     tw_wheel *w;
-    tw_id a, b, c, p, far;
+    tw_id a, b, c, p, far_id;
     struct tw_stats s;
 
     st_reset();
@@ -84,8 +84,8 @@ static void test_contract(void **state)
     b = tw_add_ex(w, 5, 0, st_cb, st_release, (void *)(uintptr_t)2);
     c = tw_add_ex(w, 5, 0, st_cb, st_release, (void *)(uintptr_t)3);
     p = tw_add_ex(w, 2, 2, st_cb, st_release, (void *)(uintptr_t)4);
-    far = tw_add_ex(w, 300, 0, st_cb, st_release, (void *)(uintptr_t)5);
-    assert_true(a && b && c && p && far);
+    far_id = tw_add_ex(w, 300, 0, st_cb, st_release, (void *)(uintptr_t)5);
+    assert_true(a && b && c && p && far_id);
     assert_int_equal(tw_count(w), 5);
     assert_int_equal(tw_check(w), 0);
 

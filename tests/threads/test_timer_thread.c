@@ -356,6 +356,51 @@ static void test_real_clock(void **state)
     thr_destroy(w);
 }
 
+/* ---- an idle timer thread sleeps ------------------------------------------ */
+
+/* A timer thread with nothing to do wakes once a period: counted through
+ * the wheel's clock, which each of its drives reads once, over 500 ms of a
+ * 10 ms period: at most about twice per period; and the process uses
+ * under 100 ms of CPU meanwhile (the test's own thread sleeps). The bounds
+ * only cap: a loaded machine gives fewer wake-ups and no more CPU. A
+ * timed wait that returned at once (its deadline read on another clock
+ * than the one it was computed on) would make the thread spin: thousands
+ * of wake-ups. */
+static atomic_uint idle_reads;
+
+static uint64_t counting_clock(void *context)
+{
+    (void)context;
+    atomic_fetch_add(&idle_reads, 1);
+    return tw_gettime();
+}
+
+static uint64_t process_cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void test_idle_thread_sleeps(void **state)
+{
+    tw_wheel *w = thr_wheel(thr_lock_of(state), 1000, counting_clock, NULL);
+    uint64_t cpu = process_cpu_us();
+    unsigned reads;
+    atomic_store(&idle_reads, 0);
+    assert_int_equal(tw_thread_start(w, 10000), 0);
+    thr_sleep_us(500000);
+    assert_int_equal(tw_thread_stop(w), 0);
+    reads = atomic_load(&idle_reads);
+    cpu = process_cpu_us() - cpu;
+    if (reads == 0 || reads > 2 * 50 + 10)
+        fail_msg("an idle timer thread at 10 ms woke %u times in 500 ms", reads);
+    if (cpu > 100000)
+        fail_msg("an idle timer thread took %llu us of CPU in 500 ms",
+                 (unsigned long long)cpu);
+    thr_destroy(w);
+}
+
 /* ---- stop joins ---------------------------------------------------------- */
 
 static atomic_int slow_entered, slow_done, slow_runs;
@@ -757,6 +802,8 @@ int main(void)
         T_SPIN(test_real_clock),
         T_ADAPTIVE(test_real_clock),
         T_MUTEX(test_real_clock),
+        T_ADAPTIVE(test_idle_thread_sleeps),
+        T_MUTEX(test_idle_thread_sleeps),
         T_SPIN(test_stop_joins),
         T_ADAPTIVE(test_stop_joins),
         T_MUTEX(test_stop_joins),

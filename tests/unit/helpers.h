@@ -67,12 +67,14 @@ static inline void rec_cb(tw_wheel *w, tw_id id, void *user_data)
         assert_int_equal(rec.f[(i)].tag, (g));                                \
     } while (0)
 #define CHECK(w) assert_int_equal(tw_check(w), 0)
-/* An id-returning call that must fail with errno `e`. */
+/* An id-returning call that must fail with errno `e`, which
+ * tw_last_error() reports too. */
 #define ASSERT_FAILS_ERRNO(call, e)                                           \
     do {                                                                      \
         errno = 0;                                                            \
         assert_int_equal((call), 0);                                          \
         assert_int_equal(errno, (e));                                         \
+        assert_int_equal(tw_last_error(), (e));                               \
     } while (0)
 
 /* ---- wheels ------------------------------------------------------------- */

@@ -39,6 +39,7 @@ static void test_table_members_are_the_functions(void **state)
     assert_true(api->deadline_us == tw_deadline_us);
     assert_true(api->next_deadline_us == tw_next_deadline_us);
     assert_true(api->context == tw_context);
+    assert_true(api->last_error == tw_last_error);
 }
 
 static void test_table_is_constant(void **state)
@@ -64,11 +65,11 @@ static void test_unknown_versions(void **state)
 static void test_version_functions(void **state)
 {
     (void)state;
-    assert_int_equal(TW_VERSION_HEX, 0x010300);
+    assert_int_equal(TW_VERSION_HEX, 0x010400);
     assert_int_equal(tw_version(), TW_VERSION_HEX);
     assert_non_null(tw_version_string());
     assert_string_equal(tw_version_string(), TW_VERSION_STRING);
-    assert_string_equal(TW_VERSION_STRING, "1.3.0");
+    assert_string_equal(TW_VERSION_STRING, "1.4.0");
 }
 
 /* What docs/embedding.md tells a host it may check of tw_get_api(v): the
@@ -83,6 +84,7 @@ static void test_what_a_host_may_check(void **state)
         0,
         offsetof(struct tw_api, check) + sizeof(int (*)(tw_wheel *)),
         offsetof(struct tw_api, context) + sizeof(void *(*)(tw_wheel *)),
+        offsetof(struct tw_api, last_error) + sizeof(int (*)(void)),
     };
     (void)state;
     assert_int_equal(version_end[TW_API_VERSION], sizeof(struct tw_api));

@@ -3,6 +3,7 @@
  * bad configs, the 255 release-function limit (EMFILE), adding while the
  * wheel is being destroyed (EBUSY), and tw_strerror. */
 #include <limits.h>
+#include <pthread.h>
 
 #include "helpers.h"
 
@@ -184,6 +185,7 @@ static void test_cap_zero_is_unlimited(void **state)
         errno = 0;                                                            \
         assert_null(tw_create(cfg));                                          \
         assert_int_equal(errno, EINVAL);                                      \
+        assert_int_equal(tw_last_error(), EINVAL);                            \
     } while (0)
 
 static void test_bad_configs(void **state)
@@ -445,6 +447,38 @@ static void test_strerror(void **state)
         assert_non_null(tw_strerror(odd[i]));
 }
 
+/* tw_last_error: the failure of the last failing call on this thread, set
+ * with errno; a call that succeeds leaves it; another thread's failures do
+ * not reach it. */
+static void *fail_on_another_thread(void *w)
+{
+    errno = 0;
+    if (tw_last_error() != 0) /* nothing failed on this thread yet */
+        return w;
+    if (tw_add(w, TW_MAX_DELAY + 1, rec_cb, NULL) != 0 || errno != ERANGE ||
+        tw_last_error() != ERANGE)
+        return w; /* wrong: reported by main */
+    return NULL;
+}
+
+static void test_last_error(void **state)
+{
+    tw_wheel *w = new_wheel(0);
+    pthread_t other;
+    void *wrong = NULL;
+    (void)state;
+    ASSERT_FAILS_ERRNO(tw_add(w, 1, NULL, NULL), EINVAL);
+    assert_int_not_equal(tw_add(w, 1, rec_cb, NULL), 0);
+    assert_int_equal(tw_last_error(), EINVAL); /* success leaves it */
+    assert_int_equal(pthread_create(&other, NULL, fail_on_another_thread, w), 0);
+    assert_int_equal(pthread_join(other, &wrong), 0);
+    assert_null(wrong);
+    assert_int_equal(tw_last_error(), EINVAL); /* not the other thread's */
+    ASSERT_FAILS_ERRNO(tw_add_periodic(w, 1, 0, rec_cb, NULL), EINVAL);
+    ASSERT_FAILS_ERRNO(tw_add(NULL, 1, rec_cb, NULL), EINVAL);
+    drop(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -460,6 +494,7 @@ int main(void)
         T(test_release_function_limit),
         T(test_add_during_destroy_is_busy),
         T(test_strerror),
+        T(test_last_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,13 +68,13 @@ static void test_later_keeps_its_entry(void **state)
 static void test_other_moves_are_eager(void **state)
 {
     tw_wheel *w = new_wheel(0);
-    tw_id far = tw_add(w, 5000, rec_cb, TAG(1)), near = tw_add(w, 100, rec_cb, TAG(2));
-    unsigned far_list = list_of(node_of_id(w, far));
+    tw_id far_id = tw_add(w, 5000, rec_cb, TAG(1)), near_id = tw_add(w, 100, rec_cb, TAG(2));
+    unsigned far_list = list_of(node_of_id(w, far_id));
     (void)state;
-    assert_int_equal(tw_reschedule(w, far, 3000), 1);
-    assert_int_not_equal(list_of(node_of_id(w, far)), far_list);
-    assert_int_equal(tw_reschedule(w, near, 200), 1);
-    assert_int_equal(list_of(node_of_id(w, near)), 200);
+    assert_int_equal(tw_reschedule(w, far_id, 3000), 1);
+    assert_int_not_equal(list_of(node_of_id(w, far_id)), far_list);
+    assert_int_equal(tw_reschedule(w, near_id, 200), 1);
+    assert_int_equal(list_of(node_of_id(w, near_id)), 200);
     CHECK(w);
     assert_int_equal(tw_advance(w, 3000), 2);
     ASSERT_FIRE(0, 200, 2);
