@@ -114,7 +114,8 @@ enum tw_lock_kind {
     TW_LOCK_SPIN = 0, /* spinlock (pause, yield, nap): only when threads
                          never outnumber cores */
     TW_LOCK_MUTEX = 1, /* pthread mutex */
-    TW_LOCK_NONE = 2, /* single-threaded use: no lock, no atomic operations */
+    TW_LOCK_NONE = 2, /* single-threaded use: no lock, no atomic
+                         read-modify-write (plain loads and stores) */
     TW_LOCK_ADAPTIVE = 3 /* waiters sleep (a futex on Linux), the driver
                             after a short spin, and is woken first; the
                             default: holds up with more threads than cores */
@@ -192,8 +193,7 @@ struct tw_stats {
                                    exact (tw_next_expiry may answer earlier);
                                    TW_NEVER when none. In tw_next_expiry's
                                    early case this reads that slot, under
-                                   the lock: O(timers in it), up to ~1 ms
-                                   with 1M timers in one slot. */
+                                   the lock: O(entries in it). */
     const char *broken_invariant; /* (1.3) what the last tw_check() found
                                      broken, in words (a constant string),
                                      or NULL: it passed, or never ran */
@@ -626,8 +626,9 @@ TW_EXPORT uint32_t tw_tick_us(tw_wheel *wheel);
  * size smaller than 8. Thread-safe. */
 TW_EXPORT int tw_get_stats(tw_wheel *wheel, struct tw_stats *stats);
 
-/* Verifies every internal invariant (queues, bitmaps, slot placement,
- * least ticks, counts, free lists, the drive and the clock) in O(pending).
+/* Verifies the wheel's internal invariants (queues, bitmaps, slot
+ * placement, least ticks, counts, free lists, the drive and the clock) in
+ * O(nodes ever handed out + queue entries, stale ones included).
  * Returns 0 when consistent, -EINVAL for NULL, or -EFAULT when an invariant
  * is broken; tw_stats.broken_invariant then says which, in words (and is
  * NULL again after a check that passes). For tests and debugging.

@@ -2,7 +2,12 @@
  * Guarantees: every public function checks its arguments and answers bad
  * input as timer.h says, never with undefined behaviour. Owns what a wheel
  * is created with (the config's fields, the allocator) and the cancel and
- * reschedule counters; everything else it changes through the parts above.
+ * reschedule counters. Besides calling the parts above it writes some of
+ * their state directly: every part's initial state (wheel_init), `live`
+ * and a node's `state` as a cancel ends it, a stamp and a node's `expire`
+ * as a reschedule moves it in place, `destroying` as a destroy decides,
+ * and the drive frame's `free_wheel` as a callback destroys its wheel
+ * (docs/internals.md lists them by part).
  * Cancel and reschedule keep their common case inline (see "Hot paths" in
  * docs/internals.md). */
 
@@ -241,8 +246,8 @@ static NOINLINE int cancel_unlock(tw_wheel *w, struct node *n, uint32_t index)
             unlink_node(w, n);
         w->live--;
         w->cancelled++;
-        n->state = NODE_ENDED; /* freed below, or by run_batch_relock when
-                                  its running callback returns */
+        n->state = NODE_ENDED; /* freed below, or by settle_ran_relock
+                                  when its running callback returns */
     }
     if (cancelled && w->running != index) {
         int destroy = finish_node_relock(w, index);

@@ -202,12 +202,19 @@ struct sys_thread {
 
 /* Nodes come from the allocator CHUNK_NODES at a time, blocks BLOCK_CHUNK
  * at a time (src/pool.c, src/queue.c). Bound: a node index stays below
- * NIL, a block's position inside 32 bits (MAX_CHUNKS, MAX_BLOCK_CHUNKS).
- * Test: test_node_layout (a chunk table stops at its limit). */
+ * NIL, a block's position inside 32 bits (MAX_CHUNKS here,
+ * MAX_BLOCK_CHUNKS in src/queue.c, which owns the position's layout).
+ * Test: test_node_layout (a chunk table stops at its limit). A chunk
+ * starts on a CACHE_LINE boundary, so no node straddles two lines. The
+ * tables of chunks start with room for NODE_TABLE_START and
+ * BLOCK_TABLE_START chunks and double. */
 #define CHUNK_BITS 10
 #define CHUNK_NODES (1u << CHUNK_BITS)
 #define MAX_CHUNKS ((UINT32_C(1) << (32 - CHUNK_BITS)) - 1) /* index < NIL */
 #define BLOCK_CHUNK_BITS 7
+#define CACHE_LINE 64u
+#define NODE_TABLE_START 8u
+#define BLOCK_TABLE_START 4u
 
 /* Distinct release functions per wheel: a node names its hook in one byte.
  * Test: test_limits (the 256th is refused with EMFILE). */
@@ -227,7 +234,7 @@ struct sys_thread {
 
 /* A level slot whose least tick went inexact is read again when it holds
  * at most RESCAN_PENDING timers in at most RESCAN_ENTRIES entries
- * (src/timers.c). Bound: tw_next_expiry is exact for small slots, O(1) for
+ * (src/slots.c, slot_least). Bound: tw_next_expiry is exact for small slots, O(1) for
  * large ones. Test: test_next_expiry (small slots exact), test_staging
  * (exact while the slot being staged holds 32 or fewer). */
 #define RESCAN_PENDING 32
@@ -399,7 +406,8 @@ struct tw_wheel {
     uint64_t now;
     uint64_t live; /* tw_count() */
 
-    /* slots, with one occupancy bit per slot, by queue number: near in
+    /* slots (src/slots.c; the queues themselves src/queue.c), with one
+     * occupancy bit per slot, by queue number: near in
      * words 0..7, level i in words 8 + 2i and 9 + 2i (level 3's second word
      * stays empty) */
     struct queue queues[LIST_COUNT];
@@ -410,11 +418,12 @@ struct tw_wheel {
      * the timer that held it has left since */
     uint32_t least[LEVEL_SLOT_COUNT];
     uint64_t least_inexact[LEVEL_SLOT_COUNT / 64];
-    uint64_t staged_tick; /* `now` when the staging last ran */
+    uint64_t staged_tick; /* src/staging.c: `now` when the staging last ran */
 
-    /* order (see "order"): the last stamp handed out; per near slot, the
-     * highest stamp appended since it was last empty, and a bit set when a
-     * lower one came after it */
+    /* the last stamp handed out (by adds, reschedules and re-arms); the
+     * order marks (src/slots.c, cleared by src/order.c as it sorts): per
+     * near slot, the highest stamp appended since it was last empty, and
+     * a bit set when a lower one came after it */
     uint64_t stamp;
     uint64_t near_stamp[NEAR_SLOTS];
     uint64_t unsorted[NEAR_SLOTS / 64];
@@ -433,11 +442,12 @@ struct tw_wheel {
     uint32_t entries; /* in all queues, stale ones included */
     uint64_t entries_supported; /* by the blocks there are */
 
-    /* dispatch */
+    /* dispatch (src/drive.c) */
     unsigned due_list;    /* the due queue collecting timers for next time */
     uint32_t running;     /* node whose callback is running, or NIL */
     uint64_t running_due; /* the tick that node was due at */
-    struct cancel_wait *cancel_waits; /* tw_cancel calls waiting for it */
+    /* src/lifetime.c: tw_cancel calls waiting for the running callback */
+    struct cancel_wait *cancel_waits;
 
     /* driving and lifetime */
     struct drive *drive;      /* the drive in progress, or NULL */
@@ -475,6 +485,33 @@ struct tw_wheel {
     uint32_t thread_calls; /* tw_thread_start/stop calls inside, which a
                               teardown waits out */
 };
+
+/* Test hooks, nothing here (the lock's own is in src/lock.c). Five for
+ * tests/threads/test_destroy_races.c: tw_destroy has decided to stop the
+ * timer thread and tear the wheel down; a teardown waits for
+ * other threads to leave the wheel; a tw_cancel waiting for a callback has
+ * been woken and has not yet taken the lock back; a tw_thread_stop has
+ * counted itself in; a tw_thread_start has looked at `destroying`. All
+ * with the lock dropped. */
+#ifndef TW_TEST_DESTROY_DECIDED
+#define TW_TEST_DESTROY_DECIDED(w) ((void)0)
+#endif
+#ifndef TW_TEST_TEARDOWN_WAITS
+#define TW_TEST_TEARDOWN_WAITS(w) ((void)0)
+#endif
+#ifndef TW_TEST_CANCEL_WOKEN
+#define TW_TEST_CANCEL_WOKEN(w) ((void)0)
+#endif
+#ifndef TW_TEST_STOP_ENTERED
+#define TW_TEST_STOP_ENTERED(w) ((void)0)
+#endif
+#ifndef TW_TEST_START_CHECKED
+#define TW_TEST_START_CHECKED(w) ((void)0)
+#endif
+/* tests/unit/test_foreign_ids.c gives two wheels the tags it wants. */
+#ifndef TW_TEST_WHEEL_TAG
+#define TW_TEST_WHEEL_TAG(w, tag) (tag)
+#endif
 
 /* Small functions on the hot paths are inlined by force (they run once per
  * timer per step); cold paths, and long ones that would weigh on a short
@@ -561,8 +598,8 @@ static void fail_with(int error)
     last_error = error;
 }
 
-/* What tw_check found (see src/check.c): every part checks its own
- * invariants with check(). */
+/* What tw_check found (see src/check.c): the checkers of src/check.c and
+ * the slot store's own (queue_check) record into it with check(). */
 struct verdict {
     const char *broken;     /* the first invariant found broken, or NULL */
     uint64_t linked;        /* live entries seen in the queues */

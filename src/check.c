@@ -4,14 +4,13 @@
  * this part checks the rest.
  *
  * tw_check names the first invariant it finds broken
- * (tw_stats.broken_invariant), one checker per part: the drive, the clock,
- * the slots (each queue: its entries, counts, bit, placement, least tick,
- * compaction, each timer's release hook), the pool and the blocks. Hook
- * frames and cancel waits live on other threads' stacks and are not
- * walked. A value
- * that fails is recorded and the walk goes on; a link that fails (an index
- * out of range) ends that walk, which would otherwise read outside the
- * wheel. */
+ * (tw_stats.broken_invariant), by checker: the drive, the clock (with the
+ * staging's tick), the slots (each queue: its entries, counts, bit,
+ * placement, least tick, order marks, compaction, each timer's release
+ * hook), the pool and the blocks. Hook frames and cancel waits live on
+ * other threads' stacks and are not walked. A value that fails is
+ * recorded and the walk goes on; a link that fails (an index out of range)
+ * ends that walk, which would otherwise read outside the wheel. */
 
 static void check_drive(const tw_wheel *w, struct verdict *v)
 {
@@ -175,7 +174,7 @@ static void check_pool(const tw_wheel *w, struct verdict *v)
                           node_at(w, index)->state == NODE_FREE,
                    "the free list holds free nodes, free_count of them"))
             return;
-    check(v, free_nodes == w->free_count, "the free list holds free_count nodes");
+    check(v, free_nodes == w->free_count, "the free list is as long as free_count says");
     check(v, free_nodes + v->linked + running_apart <= w->used,
           "no node is both free and in use");
 }

@@ -161,10 +161,13 @@ static uint64_t tick_start_us(const tw_wheel *w, uint64_t ticks)
 }
 
 /* The due tick of a timer added or rescheduled now, from a clock reading;
- * lock held. TW_NEVER when the clock has run so far past `now` (no driver
- * ran for about TW_MAX_DELAY ticks, with timers pending) that the wheel
- * cannot hold it. Out of line: the tick-driven add stays short. */
-static uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
+ * lock held. Not only a question: it settles the reading (which may
+ * re-base the clock), moves the reference point on a wheel not driven
+ * yet, and moves an empty wheel's `now` up to a clock that ran far past
+ * it. TW_NEVER when the clock has run so far past `now` (no driver ran for
+ * about TW_MAX_DELAY ticks, with timers pending) that the wheel cannot
+ * hold it. Out of line, so that the tick-driven add stays short. */
+static NOINLINE uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock)
 {
     unsigned mode = clock_mode(w);
     uint64_t start;

@@ -14,8 +14,6 @@
  * is never freed while its callback runs: whatever happened to it meanwhile
  * is settled when the callback returns. */
 
-/* Runs the callbacks of queue `list` (a due queue, or the near slot of
- * now); lock held, dropped around each callback. */
 /* Runs the callback of node `n` (`index`), just popped (due at `due`):
  * lock held on entry and on return, dropped around the callback. */
 static HOT_INLINE void run_callback_relock(tw_wheel *w, struct node *n, uint32_t index,
@@ -172,8 +170,8 @@ static int64_t drive_by_clock(tw_wheel *w, struct drive *d, int timer_thread)
         return -EBUSY;
     target = expire_target_relock(w);
     if (target == TW_NEVER) {
-        end_drive_unlock(w, d); /* the one call that runs nothing, not even timers
-                            already due */
+        /* the one call that runs nothing, not even timers already due */
+        end_drive_unlock(w, d);
         return -ERANGE;
     }
     return walk_to_unlock(w, d, target);

@@ -145,7 +145,7 @@ static void release_pending_relock(tw_wheel *w)
                 forget_least(w, list - LIST_LEVEL0, node_at(w, index)->expire);
             w->live--;
             if (index == w->running) /* moved while its callback runs */
-                node_at(w, index)->state = NODE_ENDED; /* run_batch_relock ends it */
+                node_at(w, index)->state = NODE_ENDED; /* settle_ran_relock ends it */
             else
                 finish_node_relock(w, index);
         }

@@ -1,6 +1,7 @@
 /* ==== lock: one per wheel =================================================
- * One lock per wheel, chosen at creation. TW_LOCK_NONE does nothing at all,
- * not even an atomic operation.
+ * One lock per wheel, chosen at creation. TW_LOCK_NONE's lock does
+ * nothing; its driver claim is a relaxed load and store, no read-modify-
+ * write (the claim is released with a release store for every kind).
  *
  * TW_LOCK_ADAPTIVE (the default) puts a producer that finds the lock taken
  * to sleep in the kernel at once (a futex on Linux, WaitOnAddress on
@@ -57,31 +58,6 @@
  * here they are nothing. */
 #ifndef TW_TEST_LOCK_EVENT
 #define TW_TEST_LOCK_EVENT(lock, what) ((void)0)
-#endif
-/* And five for tests/threads/test_destroy_races.c: tw_destroy has decided
- * to stop the timer thread and tear the wheel down; a teardown waits for
- * other threads to leave the wheel; a tw_cancel waiting for a callback has
- * been woken and has not yet taken the lock back; a tw_thread_stop has
- * counted itself in; a tw_thread_start has looked at `destroying`. All
- * with the lock dropped. */
-#ifndef TW_TEST_DESTROY_DECIDED
-#define TW_TEST_DESTROY_DECIDED(w) ((void)0)
-#endif
-#ifndef TW_TEST_TEARDOWN_WAITS
-#define TW_TEST_TEARDOWN_WAITS(w) ((void)0)
-#endif
-#ifndef TW_TEST_CANCEL_WOKEN
-#define TW_TEST_CANCEL_WOKEN(w) ((void)0)
-#endif
-#ifndef TW_TEST_STOP_ENTERED
-#define TW_TEST_STOP_ENTERED(w) ((void)0)
-#endif
-#ifndef TW_TEST_START_CHECKED
-#define TW_TEST_START_CHECKED(w) ((void)0)
-#endif
-/* tests/unit/test_foreign_ids.c gives two wheels the tags it wants. */
-#ifndef TW_TEST_WHEEL_TAG
-#define TW_TEST_WHEEL_TAG(w, tag) (tag)
 #endif
 enum lock_event {
     LOCK_EV_PRODUCER_WAITS, /* a producer found the lock taken */

@@ -1,7 +1,8 @@
 /* ==== order: one tick's timers in stamp order ============================
  * Guarantees: a near slot is dispatched in the order of its timers' last
  * add, reschedule or re-arm, without allocating. Owns nothing but the
- * sort; it clears a slot's unsorted mark (src/slots.c) as it sorts it.
+ * sort; it clears a slot's unsorted mark (src/slots.c) as it sorts it,
+ * and detaches and re-places the slot's nodes (their `state`).
  *
  * Timers due at one tick run in the order of their last add, reschedule
  * or re-arm, each of which hands the node the next stamp of a 64-bit

@@ -6,10 +6,13 @@
  * (index, generation) is never handed out twice, and the wheel's tag in
  * its ids makes another wheel's ids name none of its timers.
  *
- * Owns: the node chunks (w->node_chunks), w->used, w->tag, the free list
- * (w->free_head, w->free_count) and w->bytes, which every chunk the
- * allocator hands out adds to. A node's fields belong to the parts that
- * place it (src/queue.c, src/slots.c) while it is placed. */
+ * Owns: the node chunks (w->node_chunks), w->used (the nodes ever handed
+ * out: a high-water mark), the free list (w->free_head, w->free_count) and
+ * w->bytes, which every chunk the allocator hands out adds to (src/api.c
+ * starts it at the wheel's own size). The tag (w->id_tag) is drawn by
+ * src/api.c at creation; this part applies it to ids. While a node is
+ * placed, its position belongs to src/queue.c and its list and state to
+ * the parts that place, take out and sort it (slots, staging, order). */
 
 static void *wheel_alloc(tw_wheel *w, void *pointer, size_t size)
 {
@@ -103,13 +106,13 @@ static COLD void *add_chunk(tw_wheel *w, struct chunk_table *t, uint32_t initial
         t->chunks = grown;
         t->capacity = wanted;
     }
-    memory = wheel_alloc(w, NULL, size + 63);
+    memory = wheel_alloc(w, NULL, size + CACHE_LINE - 1);
     if (!memory)
         return NULL;
-    w->bytes += size + 63;
+    w->bytes += size + CACHE_LINE - 1;
     chunk = &t->chunks[t->count++];
     chunk->memory = memory;
-    chunk->start = memory + (-(uintptr_t)memory & 63);
+    chunk->start = memory + (-(uintptr_t)memory & (CACHE_LINE - 1));
     return chunk->start;
 }
 
@@ -117,7 +120,7 @@ static COLD void *add_chunk(tw_wheel *w, struct chunk_table *t, uint32_t initial
  * make_id). 0 when the allocator failed. */
 static COLD int add_node_chunk(tw_wheel *w)
 {
-    struct node *nodes = add_chunk(w, &w->node_chunks, 8, MAX_CHUNKS,
+    struct node *nodes = add_chunk(w, &w->node_chunks, NODE_TABLE_START, MAX_CHUNKS,
                                    CHUNK_NODES * (sizeof(struct node) + sizeof(struct call)));
     if (nodes && w->used == 0) {
         nodes->state = NODE_FREE;

@@ -14,7 +14,10 @@
  * the head (one entry, the first live one, or a run of a block), walks in
  * place (a cursor), a rewrite from the head (the sort's write-back), and
  * the two ways stale entries go: compaction in place, in order, and
- * rotation (which of them a queue gets is the wheel's choice).
+ * rotation (which of them a queue gets is settle_slot's choice, in
+ * src/staging.c). Bound: a queue holds at most twice as many stale entries
+ * as live ones plus 15, but for the level slot being staged (rotated, see
+ * staging) and while the wheel is being destroyed (nothing is compacted).
  *
  * Representation: a queue is a chain of 64-byte blocks (one cache line: a
  * link and 15 node indices). A position names one entry: block number << 4
@@ -96,7 +99,7 @@ static COLD int grow_blocks(tw_wheel *w, uint64_t entries)
 {
     while (block_count(w) < blocks_needed(entries)) {
         uint32_t first = w->block_chunks.count << BLOCK_CHUNK_BITS, i;
-        struct block *chunk = add_chunk(w, &w->block_chunks, 4, MAX_BLOCK_CHUNKS,
+        struct block *chunk = add_chunk(w, &w->block_chunks, BLOCK_TABLE_START, MAX_BLOCK_CHUNKS,
                                         BLOCK_CHUNK * sizeof(struct block));
         if (!chunk)
             return ENOMEM;
@@ -159,8 +162,8 @@ static uint32_t next_position(const tw_wheel *w, uint32_t position)
  * touched by its add; asked for as its node moves into near (less than
  * two level-0 spans before it fires), it is in cache when the dispatch
  * reads it instead of costing a miss per fired timer. Compaction never
- * reads them. Inlined by force: GCC deems a void function that only
- * prefetches pure and deletes its calls. */
+ * reads them. Inlined by force (HOT_INLINE), so that no call of it can be
+ * dropped as a call without effect. */
 #if defined(TW_GNU)
 static HOT_INLINE void
 prefetch_block(const tw_wheel *w, uint32_t block, unsigned from, int calls)

@@ -10,7 +10,9 @@
  *
  * Owns: w->occupied and w->occupied_words (a slot's bit is set exactly when
  * it holds a live entry), w->least and w->least_inexact, w->near_stamp and
- * w->unsorted, and each node's `list` and `state` while it is placed. */
+ * w->unsorted. It places nodes (their `list` and `state`), which staging,
+ * order, timers (a due queue's number) and the api also write under the
+ * lock as they take out, sort or end them. */
 
 /* A queue's group as tw_stats reports it: 0 near, 1..4 level 0..3, 5 due. */
 static int group_of(unsigned list)

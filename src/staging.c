@@ -1,8 +1,10 @@
 /* ==== staging: level slots moved down ahead of time =======================
  * Guarantees: no tick re-files a whole slot; a level slot is moved one
  * level down a share per tick, and is empty by its deadline. Owns
- * w->staged_tick (where the shares stand) and w->cascaded; chooses how a
- * slot loses its stale entries (settle_slot).
+ * w->staged_tick (where the shares stand) and w->cascaded. It also takes a
+ * node out of its slot (take_out, unlink_node: cancel and reschedule use
+ * them) and chooses how a slot then loses its stale entries (settle_slot):
+ * both here because the choice asks which slot is being staged.
  *
  * Skynet re-files a whole level slot when time enters its span (a cascade):
  * with a million timers that is hundreds of thousands of moves in one tick.
@@ -16,9 +18,12 @@
  * Deadlines: level 0 must be done as its span starts (near dispatches it);
  * level l >= 1 one level-(l-1) slot span earlier, when the level below
  * starts staging the first slot it fed. next_event stops the driver at each
- * deadline, so a jump does each slot's moves at the ticks ticking one by one
+ * deadline, so a jump keeps each slot's deadline as ticking one by one
  * would (a slot left past its deadline is still emptied as its span starts,
- * before anything in it is due: the stops keep the shares, not exactness).
+ * before anything in it is due). The shares are rounded up at each stop,
+ * so a jump moves different amounts at different moments than single
+ * ticks: timers fire on the same ticks either way; the placement on the
+ * way, and the counts tw_get_stats reports of it, differ.
  * A timer filed after its slot's deadline (adds go by skynet's rule) waits
  * for the next tick, and is moved then: that work is bounded by the adds
  * since.
@@ -214,9 +219,9 @@ static NOINLINE void settle_slot(tw_wheel *w, unsigned list)
 
 /* Takes a node out of its queue `list`; its entry stays behind, stale.
  * Returns 1 when the queue must then be settled (settle_slot): the caller
- * may finish with the node first, so that the call comes last. Inlined: it
- * is most of a cancel, which is short enough for the CPU to overlap the
- * cache misses of consecutive calls only if it stays small. */
+ * may finish with the node first, so that the call comes last. Inlined:
+ * it is most of a cancel's common case (see "Hot paths" in
+ * docs/internals.md). */
 static HOT_INLINE int take_out(tw_wheel *w, struct node *n, unsigned list)
 {
     n->list = LIST_NONE;

@@ -3,8 +3,8 @@
 
   check.py ROOT INCLUDE_DIR LIBTWHEEL_A
 
-1. Every relative link and #anchor in README.md, docs/*.md and
-   bench/README.md resolves (a file that exists; a heading of that page,
+1. Every relative link and #anchor in README.md, docs/*.md,
+   bench/README.md and bench/designs/README.md resolves (a file that exists; a heading of that page,
    slugged as GitHub does).
 2. Every ```c / ```cpp block that is a whole program (it has a main) and is
    not marked "/* fragment */" or "// fragment" on its first line compiles
@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-PAGES = ["README.md", "bench/README.md"]
+PAGES = ["README.md", "bench/README.md", "bench/designs/README.md"]
 FENCE = re.compile(r"^(```+)(\w*)\s*$")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 VERSION_BEFORE = re.compile(r"(?:≥|>=|Debian|Ubuntu|C\+\+|version|v)\s*$")
