@@ -525,10 +525,8 @@ static void on_release(void *user_data)
     uint32_t slot = slot_of(user_data);
     lua_pushnil(L);
     lua_rawseti(L, c->closures, function_index(slot));
-    if (args_of(user_data) != ARGS_NONE) {
-        lua_pushnil(L);
-        lua_rawseti(L, c->closures, arguments_index(slot));
-    }
+    lua_pushnil(L);
+    lua_rawseti(L, c->closures, arguments_index(slot));
     forget_alias(L, c->closures, slot);
     c->lw->free[c->lw->nfree++] = slot;
 }
@@ -713,8 +711,14 @@ static void check_callable(lua_State *L, int idx)
 static int store_args(lua_State *L, int closures, uint32_t slot, int first, int count)
 {
     int i;
-    if (count == 0)
+    if (count == 0) {
+        /* a placeholder: with every other index empty, Lua would keep the
+         * table's integer keys in its hash part (an array part must be
+         * more than half full), slower and larger */
+        lua_pushboolean(L, 0);
+        lua_rawseti(L, closures, arguments_index(slot));
         return ARGS_NONE;
+    }
     if (count == 1) {
         lua_pushvalue(L, first);
     } else {
@@ -731,14 +735,12 @@ static int store_args(lua_State *L, int closures, uint32_t slot, int first, int 
 }
 
 /* Clears a slot that an add that failed had filled. */
-static void drop_slot(lua_State *L, int closures, uint32_t slot, int args)
+static void drop_slot(lua_State *L, int closures, uint32_t slot)
 {
     lua_pushnil(L);
     lua_rawseti(L, closures, function_index(slot));
-    if (args != ARGS_NONE) {
-        lua_pushnil(L);
-        lua_rawseti(L, closures, arguments_index(slot));
-    }
+    lua_pushnil(L);
+    lua_rawseti(L, closures, arguments_index(slot));
 }
 
 /* Adds a timer whose function is at fn_arg and whose arguments are the
@@ -766,7 +768,7 @@ static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, uint64_t d
                               user_data_of(slot, args));
     if (!id) {
         error = errno;
-        drop_slot(L, closures, slot, args);
+        drop_slot(L, closures, slot);
         if (error == ERANGE)
             return range_error(L, delay, delay_arg, interval, interval_arg);
         if (error == ENOSPC) {
