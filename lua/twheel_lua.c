@@ -622,8 +622,8 @@ static void push_duration(lua_State *L, struct lwheel *lw, uint64_t ticks)
 static void clock_failed(lua_State *L)
 {
     get_closures(L, 1);
-    lua_getfield(L, -1, "on_error");
-    if (lua_isfunction(L, -1)) {
+    lua_getfield(L, -1, "on_error"); /* nil, or callable: new checked it */
+    if (!lua_isnil(L, -1)) {
         lua_pushvalue(L, -3);
         lua_pushnil(L);
         if (lua_pcall(L, 2, 0, 0) == 0) {

@@ -965,6 +965,34 @@ test("a failing now() is reported, never raised through the wheel; the last read
   ]])
   eq(out, "0\n", "the step returned")
   ok(err:find("now() must answer a number of seconds", 1, true), "stderr: " .. err)
+  -- a callable table as on_error hears of it too
+  local heard = {}
+  local handler = setmetatable({}, { __call = function(_, err, id)
+    heard[#heard + 1] = { err = err, id = id }
+  end })
+  fail = false
+  w = twheel.new { tick = 0.1, on_error = handler, now = function()
+    if fail then error("clock broke") end
+    return t
+  end }
+  fail = true
+  eq(w:step(), 0, "callable on_error: the step returned")
+  ok(#heard >= 1 and tostring(heard[1].err):find("clock broke", 1, true) and heard[1].id == nil,
+     "a callable table as on_error is told of the clock's failure")
+  -- errors = "raise" does not raise it: a reading fails inside any call
+  -- that reads the clock, adds included, not only in a drive
+  local out2, err2 = run_child([[
+    local twheel = require "twheel"
+    local fail = false
+    local w = twheel.new { tick = 0.1, errors = "raise", now = function()
+      if fail then error("clock broke") end
+      return 0
+    end }
+    fail = true
+    io.write(tostring(pcall(w.step, w)), "\n")
+  ]])
+  eq(out2, "true\n", "errors = raise: the step returned")
+  ok(err2:find("clock broke", 1, true), "errors = raise: stderr has the clock's error: " .. err2)
 end)
 
 test("stats: the wheel's counts and its memory", function()
