@@ -418,6 +418,20 @@ TW_EXPORT tw_id tw_add_ex(tw_wheel *wheel, uint64_t delay, uint64_t interval,
                           tw_callback *callback, tw_release *release,
                           void *user_data);
 
+/* tw_add_ex() with the first delay in microseconds of the wheel's clock
+ * instead of whole ticks: on a clock-driven wheel the timer is due at the
+ * first tick that begins at or after the clock's reading at the call plus
+ * delay_us, so it runs less than one tick after delay_us has passed (plus
+ * the time until the tw_expire() that reaches it), where a delay in ticks
+ * rounded up from delay_us could take up to two. Never early, as
+ * tw_add(). Where delays count from tw_now() (tick-driven, or AUTO and not
+ * driven yet) it is delay_us rounded up to whole ticks. delay_us 0 is
+ * delay 0. interval is in ticks. Errors as tw_add_ex(), ERANGE when
+ * delay_us is more than TW_MAX_DELAY ticks. Thread-safe. (1.4) */
+TW_EXPORT tw_id tw_add_us(tw_wheel *wheel, uint64_t delay_us, uint64_t interval,
+                          tw_callback *callback, tw_release *release,
+                          void *user_data);
+
 /* Cancels a timer in O(1), except that it blocks while the timer's callback
  * runs on another thread (below). Returns 1 when the timer was live: its callback
  * will not start again, and its user data has been (or, for a periodic timer
@@ -460,6 +474,11 @@ TW_EXPORT int tw_reschedule(tw_wheel *wheel, tw_id id, uint64_t delay);
  * plus -ERANGE for an interval > TW_MAX_DELAY. Thread-safe. (1.2) */
 TW_EXPORT int tw_reschedule_ex(tw_wheel *wheel, tw_id id, uint64_t delay,
                                uint64_t interval);
+
+/* tw_reschedule() with the delay in microseconds of the wheel's clock,
+ * counted as tw_add_us() counts it; the interval is kept. Returns as
+ * tw_reschedule(). Thread-safe. (1.4) */
+TW_EXPORT int tw_reschedule_us(tw_wheel *wheel, tw_id id, uint64_t delay_us);
 
 /* Ticks from tw_now() until the timer's next firing: 0 when it is due or
  * waits for the next call (delay 0 made during a call), TW_NEVER when the
@@ -677,6 +696,9 @@ struct tw_api {
     void *(*context)(tw_wheel *wheel);
     /* version 3 (1.4) */
     int (*last_error)(void);
+    tw_id (*add_us)(tw_wheel *wheel, uint64_t delay_us, uint64_t interval,
+                    tw_callback *callback, tw_release *release, void *user_data);
+    int (*reschedule_us)(tw_wheel *wheel, tw_id id, uint64_t delay_us);
 };
 
 /* Returns the function table for API version `version` (1 ..

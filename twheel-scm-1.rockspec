@@ -3,10 +3,13 @@
 rockspec_format = "3.0"
 package = "twheel"
 version = "scm-1"
--- Built from a checkout with `luarocks make`, which does not fetch: the
--- project names no public repository, so the source is this directory.
+-- `luarocks make` builds the checkout it runs in and ignores this url; a
+-- `luarocks build` or `pack` of this file clones the main branch from
+-- where the project will be published (no public repository yet). A
+-- "file://." url made those two fail: LuaRocks reads it as an archive.
 source = {
-  url = "file://.",
+  url = "git+https://github.com/twheel/twheel.git",
+  branch = "main",
 }
 description = {
   summary = "A hierarchical timing wheel: O(1) timers with safe ids, for Lua 5.1/LuaJIT, 5.3 and 5.4",
@@ -15,6 +18,7 @@ description = {
     O(1) add, cancel and reschedule by id, a next-expiry answer for the
     event loop, and callback errors that never unwind through the wheel.
   ]],
+  homepage = "https://github.com/twheel/twheel",
   license = "MIT",
 }
 dependencies = {
@@ -24,18 +28,28 @@ build = {
   type = "builtin",
   modules = {
     twheel = {
+      -- timer.c includes the src/*.c parts itself: compiling them apart
+      -- would define everything twice
       sources = { "lua/twheel_lua.c", "timer.c" },
       incdirs = { "." },
       -- timer.c's tw_ functions stay inside the module: only
       -- luaopen_twheel is exported
       defines = { 'TW_EXPORT=__attribute__((visibility("hidden")))' },
-      libraries = { "pthread", "m" },
     },
   },
-  -- On Windows (MinGW or MSVC) the DLL exports what is marked dllexport,
-  -- luaopen_twheel alone; the wheel needs the Win32 synchronization and
-  -- multimedia-timer libraries.
   platforms = {
+    -- The wheel's threads and the binding's floor(). On macOS both names
+    -- resolve to the system library, so the same line links there.
+    unix = {
+      modules = {
+        twheel = {
+          libraries = { "pthread", "m" },
+        },
+      },
+    },
+    -- On Windows (MinGW or MSVC) the DLL exports what is marked dllexport,
+    -- luaopen_twheel alone; the wheel needs the Win32 synchronization and
+    -- multimedia-timer libraries.
     windows = {
       modules = {
         twheel = {

@@ -3,9 +3,10 @@
  * this one file plus timer.c (docs/lua.md is the user's page).
  *
  * A wheel is a full userdata holding its tw_wheel. Its user value is a
- * table, the wheel's closures: a pending timer's function sits at a slot
- * number that is the timer's user data, and the release hook clears that
- * slot. So a closure is referenced exactly while its timer is pending, and
+ * table, the wheel's closures: a pending timer's function and its
+ * arguments sit side by side at the two indices of the timer's slot
+ * (function_index, arguments_index), the slot number being the timer's
+ * user data, and the release hook clears them. So a closure is referenced exactly while its timer is pending, and
  * a wheel that becomes garbage takes its closures with it even when they
  * capture the wheel (a registry reference would keep that cycle alive).
  *
@@ -21,6 +22,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,13 +99,33 @@ struct lwheel {
     uint32_t cap;     /* room in free[], >= nslots */
     int driving;      /* advance/expire calls under way: a close from a
                          callback leaves free[] for the drive to free */
+    int raise;        /* errors = "raise": a callback's error is raised
+                         from the drive, else written to stderr */
+    /* memory: the wheel's and free[] come from the allocator of the
+     * lua_State that made the wheel, so that a host counting what its
+     * states allocate (skynet's per-service figure) sees them */
+    lua_Alloc alloc;
+    void *alloc_ud;
+    /* the service clock (see "the service's clock"): seconds, not ticks */
+    lua_Number tick_seconds; /* 0: delays are whole ticks */
+    uint32_t tick_us;
+    lua_State *L;     /* the state of the method running, for now() */
+    uint64_t last_us; /* now()'s last good reading, in µs */
 #if !TWL_INTEGER_IDS
     lua_Number aliases; /* the last alias id handed out is -aliases (see
                            "ids on 5.1"); starts at alias_start() */
 #endif
 };
 
-#define MAX_SLOTS 0x7fffffffu /* lua_rawseti takes an int on 5.1 */
+/* lua_rawseti takes an int on 5.1, and a slot takes two indices */
+#define MAX_SLOTS 0x3fffffffu
+
+/* A slot's function and its arguments are neighbours in the closure
+ * table's array part, in one cache line: a fired timer with an argument
+ * reads one line of it, not two (a separate arguments table cost a cache
+ * miss more per add and per fired timer at 1M timers). */
+#define function_index(slot) ((int)(2 * (slot) - 1))
+#define arguments_index(slot) ((int)(2 * (slot)))
 
 static const char wheel_tag = 0;
 
@@ -161,7 +183,37 @@ static struct lwheel *open_wheel(lua_State *L)
     struct lwheel *lw = to_wheel(L);
     if (!lw->tw)
         luaL_error(L, "twheel: the wheel is closed");
+    lw->L = L; /* what now() runs in, if timer.c reads the clock */
     return lw;
+}
+
+/* The wheel's allocator for timer.c (tw_config.realloc_fn): Lua's, with
+ * the size each block was asked for kept in a header in front of it, since
+ * a lua_Alloc is told a block's old size and timer.c does not say it. The
+ * header is 16 bytes per allocation; timer.c allocates in chunks of a
+ * thousand nodes or more, so it costs nothing per timer. */
+#define HEADER 16
+
+static void *lua_realloc(void *pointer, size_t size, void *context)
+{
+    struct lwheel *lw = context;
+    unsigned char *block = pointer ? (unsigned char *)pointer - HEADER : NULL;
+    size_t old = block ? *(size_t *)(void *)block + HEADER : 0;
+    if (size > (size_t)-1 - HEADER)
+        return NULL;
+    block = lw->alloc(lw->alloc_ud, block, old, size ? size + HEADER : 0);
+    if (!block)
+        return NULL;
+    *(size_t *)(void *)block = size;
+    return block + HEADER;
+}
+
+/* free[] resized to `cap` slots (0 frees it) through Lua's allocator, which
+ * knows its old size from lw->cap. */
+static uint32_t *resize_free(struct lwheel *lw, uint32_t cap)
+{
+    return lw->alloc(lw->alloc_ud, lw->free, (size_t)lw->cap * sizeof *lw->free,
+                     (size_t)cap * sizeof *lw->free);
 }
 
 /* A slot for a new timer, not taken yet (take_slot, once tw_add worked).
@@ -176,7 +228,7 @@ static uint32_t peek_slot(lua_State *L, struct lwheel *lw)
         if (lw->nslots == MAX_SLOTS)
             luaL_error(L, "twheel: too many timers");
         cap = cap < MAX_SLOTS ? cap : MAX_SLOTS;
-        grown = realloc(lw->free, (size_t)cap * sizeof *grown);
+        grown = resize_free(lw, cap);
         if (!grown)
             luaL_error(L, "twheel: not enough memory");
         lw->free = grown;
@@ -195,7 +247,8 @@ static void take_slot(struct lwheel *lw, uint32_t slot)
 
 static void free_slots(struct lwheel *lw)
 {
-    free(lw->free);
+    if (lw->free)
+        resize_free(lw, 0);
     lw->free = NULL;
     lw->nfree = lw->nslots = lw->cap = 0;
 }
@@ -381,8 +434,9 @@ static int traceback(lua_State *L)
     return 1;
 }
 
-/* A callback raised (its error on top): on_error gets it, or it is kept as
- * the batch's first error. */
+/* A callback raised (its error on top, with its traceback): on_error gets
+ * it; without one it is written to stderr and the drive goes on, or, with
+ * errors = "raise", kept as the batch's first error. */
 static void callback_failed(struct call *c, tw_id id, uint32_t slot)
 {
     lua_State *L = c->L;
@@ -393,6 +447,19 @@ static void callback_failed(struct call *c, tw_id id, uint32_t slot)
         if (lua_pcall(L, 2, 0, c->handler) == 0)
             return;
     }
+    if (!c->lw->raise) {
+        push_id(L, c->closures, id, slot);
+#if TWL_INTEGER_IDS
+        fprintf(stderr, "twheel: timer %s failed: %s\n", lua_tostring(L, -1),
+                lua_isstring(L, -2) ? lua_tostring(L, -2) : luaL_typename(L, -2));
+#else /* in full: tostring gives 1.46e+15 */
+        fprintf(stderr, "twheel: timer %.0f failed: %s\n", (double)lua_tonumber(L, -1),
+                lua_isstring(L, -2) ? lua_tostring(L, -2) : luaL_typename(L, -2));
+#endif
+        fflush(stderr);
+        lua_pop(L, 2);
+        return;
+    }
     if (!c->failed) {
         lua_replace(L, c->first_error);
         c->failed = 1;
@@ -401,28 +468,65 @@ static void callback_failed(struct call *c, tw_id id, uint32_t slot)
     }
 }
 
+/* A timer's user data: its slot, and what its arguments are (kept in the
+ * arguments table at the same slot, see "arguments"). */
+#define ARGS_NONE 0 /* fn(w, id) */
+#define ARGS_ONE 1  /* fn(w, id, a): a at arguments_index(slot) */
+#define ARGS_MANY 2 /* fn(w, id, ...): {n = count, ...} there */
+#define ARGS_BITS 2
+#define user_data_of(slot, args) ((void *)(uintptr_t)((uintptr_t)(slot) << ARGS_BITS | (args)))
+#define slot_of(user_data) ((uint32_t)((uintptr_t)(user_data) >> ARGS_BITS))
+#define args_of(user_data) ((int)((uintptr_t)(user_data) & ((1u << ARGS_BITS) - 1)))
+
+/* Pushes a timer's arguments; returns how many. */
+static int push_args(lua_State *L, int closures, uint32_t slot, int args)
+{
+    int count, i;
+    if (args == ARGS_NONE)
+        return 0;
+    lua_rawgeti(L, closures, arguments_index(slot));
+    if (args == ARGS_ONE)
+        return 1;
+    lua_getfield(L, -1, "n"); /* a table made by the binding: no metatable */
+    count = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (!lua_checkstack(L, count)) { /* room was there when they were given */
+        lua_pop(L, 1);
+        return 0;
+    }
+    for (i = 1; i <= count; i++)
+        lua_rawgeti(L, -i, i);
+    lua_remove(L, -count - 1);
+    return count;
+}
+
 /* Runs on the driver, inside the drive's binding call (current). */
 static void on_fire(tw_wheel *tw, tw_id id, void *user_data)
 {
     struct call *c = current;
     lua_State *L = c->L;
-    uint32_t slot = (uint32_t)(uintptr_t)user_data;
+    uint32_t slot = slot_of(user_data);
+    int count;
     (void)tw;
-    lua_rawgeti(L, c->closures, (int)slot);
+    lua_rawgeti(L, c->closures, function_index(slot));
     lua_pushvalue(L, c->self);
     push_id(L, c->closures, id, slot);
-    if (lua_pcall(L, 2, 0, c->handler) != 0)
+    count = push_args(L, c->closures, slot, args_of(user_data));
+    if (lua_pcall(L, 2 + count, 0, c->handler) != 0)
         callback_failed(c, id, slot);
 }
 
-/* The wheel is done with a timer: drop its closure, free its slot. */
+/* The wheel is done with a timer: drop its closure and arguments, free
+ * its slot. */
 static void on_release(void *user_data)
 {
     struct call *c = current;
     lua_State *L = c->L;
-    uint32_t slot = (uint32_t)(uintptr_t)user_data;
+    uint32_t slot = slot_of(user_data);
     lua_pushnil(L);
-    lua_rawseti(L, c->closures, (int)slot);
+    lua_rawseti(L, c->closures, function_index(slot));
+    lua_pushnil(L);
+    lua_rawseti(L, c->closures, arguments_index(slot));
     forget_alias(L, c->closures, slot);
     c->lw->free[c->lw->nfree++] = slot;
 }
@@ -453,9 +557,117 @@ static uint64_t check_ticks(lua_State *L, int arg, const char *what)
     return d < 18446744073709551616.0 ? (uint64_t)d : UINT64_MAX; /* 2^64 */
 }
 
-static uint64_t opt_interval(lua_State *L, int arg)
+
+/* ---- the service's clock ---------------------------------------------------
+ * A wheel made with `tick` (in seconds) counts every delay and interval in
+ * seconds, and with `now` reads the service's own clock (ngx.now, a scaled
+ * skynet.now, a test's clock) through timer.c's clock_fn. Seconds become
+ * microseconds rounded to the nearest one (a reading of 0.1 s is 100 000
+ * µs, not 100 000.000000000001), and a delay then becomes whole ticks
+ * rounded up: exact in integers, so a delay of 0.3 s on ticks of 0.1 s is
+ * 3 ticks, not 4. timer.c counts a delay from the clock's reading at the
+ * call, so no timer runs before now() has moved by its delay (to the
+ * microsecond). A tick is a whole number of microseconds: `tick = 1/3`
+ * is 333 333 µs. */
+
+/* Seconds to microseconds, to the nearest one; -1 for what is not a time
+ * (negative, NaN, beyond 2^63 µs). */
+static int64_t seconds_to_us(lua_Number seconds)
 {
-    return lua_isnoneornil(L, arg) ? 0 : check_ticks(L, arg, "interval");
+    lua_Number us = floor(seconds * 1e6 + 0.5);
+    return us >= 0 && us < 9223372036854775807.0 ? (int64_t)us : -1;
+}
+
+/* A delay or an interval in ticks from argument arg: whole ticks on a tick
+ * wheel, seconds rounded up to whole ticks on a seconds wheel, whose
+ * microseconds go to exact_us (when not NULL; 0 on a tick wheel). */
+static uint64_t check_delay(lua_State *L, struct lwheel *lw, int arg, const char *what,
+                            uint64_t *exact_us)
+{
+    int64_t us;
+    if (exact_us)
+        *exact_us = 0;
+    if (!lw->tick_seconds)
+        return check_ticks(L, arg, what);
+    if (lua_type(L, arg) != LUA_TNUMBER)
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s must be a number of seconds, got %s",
+                                              what, luaL_typename(L, arg)));
+    us = seconds_to_us(lua_tonumber(L, arg));
+    if (us < 0) {
+        if (lua_tonumber(L, arg) >= 9e12) /* a time past any wheel: ERANGE */
+            return UINT64_MAX;
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s must not be negative", what));
+    }
+    if (exact_us)
+        *exact_us = (uint64_t)us;
+    return (uint64_t)us / lw->tick_us + ((uint64_t)us % lw->tick_us != 0);
+}
+
+/* Pushes a count of ticks in the wheel's unit: ticks, or seconds. */
+static void push_duration(lua_State *L, struct lwheel *lw, uint64_t ticks)
+{
+#if TWL_INTEGER_IDS
+    if (!lw->tick_seconds) {
+        lua_pushinteger(L, (lua_Integer)ticks);
+        return;
+    }
+#endif
+    lua_pushnumber(L, lw->tick_seconds ? (lua_Number)ticks * lw->tick_seconds
+                                       : (lua_Number)ticks);
+}
+
+/* A failure of the service's clock (now() raised, or answered what is not
+ * a time, its message on top): handed to on_error, else written to
+ * stderr; never raised through timer.c. */
+static void clock_failed(lua_State *L)
+{
+    get_closures(L, 1);
+    lua_getfield(L, -1, "on_error"); /* nil, or callable: new checked it */
+    if (!lua_isnil(L, -1)) {
+        lua_pushvalue(L, -3);
+        lua_pushnil(L);
+        if (lua_pcall(L, 2, 0, 0) == 0) {
+            lua_pop(L, 2);
+            return;
+        }
+        lua_replace(L, -3); /* on_error's own error goes to stderr */
+        lua_pushnil(L);
+    }
+    fprintf(stderr, "twheel: the wheel's now() failed: %s\n",
+            lua_isstring(L, -3) ? lua_tostring(L, -3) : luaL_typename(L, -3));
+    lua_pop(L, 2);
+}
+
+/* tw_config.clock_fn of a wheel made with `now`: the service's clock in
+ * microseconds, read in the state of the method that runs (its argument 1
+ * is the wheel, whose user value holds now). A reading that fails is
+ * reported and the last good one answers (timer.c then sees no time
+ * pass). */
+static uint64_t lua_clock(void *context)
+{
+    struct lwheel *lw = context;
+    lua_State *L = lw->L;
+    int64_t us = -1;
+    if (!L || !lua_checkstack(L, 8))
+        return lw->last_us;
+    get_closures(L, 1);
+    lua_getfield(L, -1, "now");
+    lua_remove(L, -2);
+    if (lua_pcall(L, 0, 1, 0) == 0) {
+        if (lua_type(L, -1) == LUA_TNUMBER)
+            us = seconds_to_us(lua_tonumber(L, -1));
+        if (us < 0) {
+            lua_pop(L, 1);
+            lua_pushliteral(L, "now() must answer a number of seconds, 0 or more");
+        }
+    }
+    if (us < 0) {
+        clock_failed(L);
+        return lw->last_us;
+    }
+    lua_pop(L, 1);
+    lw->last_us = (uint64_t)us;
+    return lw->last_us;
 }
 
 /* Raises for an ERANGE from an add or a reschedule, naming the argument. */
@@ -474,30 +686,91 @@ static int range_error(lua_State *L, uint64_t delay, int delay_arg,
  * Stack layout in every method: 1 the wheel, then the arguments; the
  * closure table is pushed after them where the method needs it. */
 
-/* w:add(delay, fn [, interval]) -> id, or nil and a message at the cap */
-static int w_add(lua_State *L)
+/* Whether the value at idx can be called: a function, or a value whose
+ * metatable has __call (a callable table or userdata). */
+static int is_callable(lua_State *L, int idx)
 {
-    struct lwheel *lw = open_wheel(L);
-    uint64_t delay = check_ticks(L, 2, "delay");
-    uint64_t interval;
+    if (lua_isfunction(L, idx))
+        return 1;
+    if (!luaL_getmetafield(L, idx, "__call"))
+        return 0;
+    lua_pop(L, 1);
+    return 1;
+}
+
+static void check_callable(lua_State *L, int idx)
+{
+    if (!is_callable(L, idx))
+        luaL_argerror(L, idx, lua_pushfstring(L, "function expected, got %s",
+                                              luaL_typename(L, idx)));
+}
+
+/* Files the timer's arguments (`count` values from `first`) beside its
+ * function; returns their kind. May raise (memory): the caller has taken
+ * nothing yet. */
+static int store_args(lua_State *L, int closures, uint32_t slot, int first, int count)
+{
+    int i;
+    if (count == 0) {
+        /* a placeholder: with every other index empty, Lua would keep the
+         * table's integer keys in its hash part (an array part must be
+         * more than half full), slower and larger */
+        lua_pushboolean(L, 0);
+        lua_rawseti(L, closures, arguments_index(slot));
+        return ARGS_NONE;
+    }
+    if (count == 1) {
+        lua_pushvalue(L, first);
+    } else {
+        lua_createtable(L, count, 1);
+        for (i = 0; i < count; i++) {
+            lua_pushvalue(L, first + i);
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_pushinteger(L, count);
+        lua_setfield(L, -2, "n");
+    }
+    lua_rawseti(L, closures, arguments_index(slot));
+    return count == 1 ? ARGS_ONE : ARGS_MANY;
+}
+
+/* Clears a slot that an add that failed had filled. */
+static void drop_slot(lua_State *L, int closures, uint32_t slot)
+{
+    lua_pushnil(L);
+    lua_rawseti(L, closures, function_index(slot));
+    lua_pushnil(L);
+    lua_rawseti(L, closures, arguments_index(slot));
+}
+
+/* Adds a timer whose function is at fn_arg and whose arguments are the
+ * `count` values from first_arg; pushes its id (or nil and a message at
+ * the cap). delay_arg and interval_arg name the arguments in errors. A
+ * delay in seconds goes to timer.c in microseconds (delay_us, with `delay`
+ * its ticks rounded up): tw_add_us runs it less than a tick after it has
+ * passed, where whole ticks could take two. */
+static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, uint64_t delay_us,
+                     int delay_arg, uint64_t interval, int interval_arg, int fn_arg,
+                     int first_arg, int count)
+{
     uint32_t slot;
-    int closures, error;
+    int closures, error, args;
     tw_id id;
-    luaL_checktype(L, 3, LUA_TFUNCTION);
-    interval = opt_interval(L, 4);
     slot = peek_slot(L, lw);
     get_closures(L, 1);
     closures = lua_gettop(L);
-    lua_pushvalue(L, 3);
-    lua_rawseti(L, closures, (int)slot); /* may raise: nothing taken yet */
-    id = tw_add_ex(lw->tw, delay, interval, on_fire, on_release,
-                   (void *)(uintptr_t)slot);
+    lua_pushvalue(L, fn_arg);
+    lua_rawseti(L, closures, function_index(slot)); /* may raise: nothing taken yet */
+    args = store_args(L, closures, slot, first_arg, count);
+    id = delay_us ? tw_add_us(lw->tw, delay_us, interval, on_fire, on_release,
+                              user_data_of(slot, args))
+                  : tw_add_ex(lw->tw, delay, interval, on_fire, on_release,
+                              user_data_of(slot, args));
     if (!id) {
         error = errno;
-        lua_pushnil(L);
-        lua_rawseti(L, closures, (int)slot);
+        drop_slot(L, closures, slot);
         if (error == ERANGE)
-            return range_error(L, delay, 2, interval, 4);
+            return range_error(L, delay, delay_arg, interval, interval_arg);
         if (error == ENOSPC) {
             lua_pushnil(L);
             lua_pushliteral(L, "twheel: too many pending timers (the wheel's cap)");
@@ -530,6 +803,43 @@ static int w_add(lua_State *L)
     return 1;
 }
 
+/* w:add(delay, fn [, interval]) -> id, or nil and a message at the cap */
+static int w_add(lua_State *L)
+{
+    struct lwheel *lw = open_wheel(L);
+    uint64_t delay_us;
+    uint64_t delay = check_delay(L, lw, 2, "delay", &delay_us);
+    uint64_t interval;
+    check_callable(L, 3);
+    interval = lua_isnoneornil(L, 4) ? 0 : check_delay(L, lw, 4, "interval", NULL);
+    lua_settop(L, 3);
+    return add_timer(L, lw, delay, delay_us, 2, interval, 4, 3, 4, 0);
+}
+
+/* w:after(delay, fn, ...) -> id: a one-shot that calls fn(w, id, ...) */
+static int w_after(lua_State *L)
+{
+    struct lwheel *lw = open_wheel(L);
+    uint64_t delay_us;
+    uint64_t delay = check_delay(L, lw, 2, "delay", &delay_us);
+    check_callable(L, 3);
+    return add_timer(L, lw, delay, delay_us, 2, 0, 0, 3, 4, lua_gettop(L) - 3);
+}
+
+/* w:every(first, interval, fn, ...) -> id: fn(w, id, ...) at first, then
+ * every interval until cancelled */
+static int w_every(lua_State *L)
+{
+    struct lwheel *lw = open_wheel(L);
+    uint64_t first_us;
+    uint64_t first = check_delay(L, lw, 2, "first", &first_us);
+    uint64_t interval = check_delay(L, lw, 3, "interval", NULL);
+    if (interval == 0)
+        luaL_argerror(L, 3, "interval must be at least one tick");
+    check_callable(L, 4);
+    return add_timer(L, lw, first, first_us, 2, interval, 3, 4, 5, lua_gettop(L) - 4);
+}
+
 /* w:cancel(id) -> true when the timer was pending */
 static int w_cancel(lua_State *L)
 {
@@ -552,16 +862,20 @@ static int w_cancel(lua_State *L)
 static int w_reschedule(lua_State *L)
 {
     struct lwheel *lw = open_wheel(L);
-    uint64_t delay = check_ticks(L, 3, "delay");
+    uint64_t delay_us;
+    uint64_t delay = check_delay(L, lw, 3, "delay", &delay_us);
     int keep = lua_isnoneornil(L, 4);
-    uint64_t interval = opt_interval(L, 4);
+    uint64_t interval = keep ? 0 : check_delay(L, lw, 4, "interval", NULL);
     tw_id id;
     int result;
     luaL_checktype(L, 2, LUA_TNUMBER);
     get_closures(L, 1);
     id = to_id(L, 2, lua_gettop(L));
-    result = keep ? tw_reschedule(lw->tw, id, delay)
-                  : tw_reschedule_ex(lw->tw, id, delay, interval);
+    if (!keep) /* the interval first: a move in microseconds keeps it */
+        result = tw_reschedule_ex(lw->tw, id, delay, interval);
+    result = delay_us && (keep || result == 1) ? tw_reschedule_us(lw->tw, id, delay_us)
+           : keep                              ? tw_reschedule(lw->tw, id, delay)
+                                               : result;
     if (result == -ERANGE)
         return range_error(L, delay, 3, interval, 4);
     if (result < 0)
@@ -579,7 +893,8 @@ static void push_ticks(lua_State *L, uint64_t ticks)
 #endif
 }
 
-/* w:remaining(id) -> ticks until it fires, or nil when not pending */
+/* w:remaining(id) -> ticks (or seconds) until it fires, or nil when not
+ * pending */
 static int w_remaining(lua_State *L)
 {
     struct lwheel *lw = open_wheel(L);
@@ -590,7 +905,7 @@ static int w_remaining(lua_State *L)
     if (ticks == TW_NEVER)
         lua_pushnil(L);
     else
-        push_ticks(L, ticks);
+        push_duration(L, lw, ticks);
     return 1;
 }
 
@@ -636,20 +951,67 @@ static int w_advance(lua_State *L)
     return drive(L, lw, 0, check_ticks(L, 2, "ticks"));
 }
 
-/* w:expire() -> callbacks run */
+/* w:expire() and w:step() -> callbacks run: the wheel driven to its clock
+ * (now() for a wheel made with it) */
 static int w_expire(lua_State *L)
 {
     return drive(L, open_wheel(L), 1, 0);
 }
 
-/* w:next_expiry() -> ticks until the earliest timer, or nil */
+/* w:next_expiry() -> ticks (or seconds) until the earliest timer, or nil */
 static int w_next_expiry(lua_State *L)
 {
-    uint64_t ticks = tw_next_expiry(open_wheel(L)->tw);
+    struct lwheel *lw = open_wheel(L);
+    uint64_t ticks = tw_next_expiry(lw->tw);
     if (ticks == TW_NEVER)
         lua_pushnil(L);
     else
-        push_ticks(L, ticks);
+        push_duration(L, lw, ticks);
+    return 1;
+}
+
+/* w:add_at(t, fn, ...) -> id: a one-shot at the service's time t (seconds
+ * of now()): counted from now()'s reading at the call, so it never runs
+ * before now() reaches t */
+static int w_add_at(lua_State *L)
+{
+    struct lwheel *lw = open_wheel(L);
+    int64_t at = lua_type(L, 2) == LUA_TNUMBER ? seconds_to_us(lua_tonumber(L, 2)) : -1;
+    uint64_t delay, delay_us, now_us;
+    if (!lw->tick_seconds)
+        return luaL_error(L, "twheel: add_at needs a wheel made with tick or now (times in seconds)");
+    if (at < 0)
+        luaL_argerror(L, 2, "a time in seconds, 0 or more, expected");
+    check_callable(L, 3);
+    now_us = tw_clock_us(lw->tw); /* the wheel's clock: now(), or the monotonic one */
+    delay_us = (uint64_t)at > now_us ? (uint64_t)at - now_us : 0;
+    delay = delay_us / lw->tick_us + (delay_us % lw->tick_us != 0);
+    return add_timer(L, lw, delay, delay_us, 2, 0, 0, 3, 4, lua_gettop(L) - 3);
+}
+
+/* w:stats() -> a table of the wheel's counts (tw_get_stats) */
+static int w_stats(lua_State *L)
+{
+    struct lwheel *lw = open_wheel(L);
+    struct tw_stats st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    tw_get_stats(lw->tw, &st);
+    lua_createtable(L, 0, 8);
+    push_ticks(L, st.pending);
+    lua_setfield(L, -2, "pending");
+    push_ticks(L, st.bytes);
+    lua_setfield(L, -2, "bytes");
+    push_ticks(L, st.added);
+    lua_setfield(L, -2, "added");
+    push_ticks(L, st.fired);
+    lua_setfield(L, -2, "fired");
+    push_ticks(L, st.cancelled);
+    lua_setfield(L, -2, "cancelled");
+    push_ticks(L, st.rescheduled);
+    lua_setfield(L, -2, "rescheduled");
+    push_ticks(L, (uint64_t)lw->cap * sizeof *lw->free);
+    lua_setfield(L, -2, "binding_bytes");
     return 1;
 }
 
@@ -747,17 +1109,35 @@ static const int lock_kinds[] = {TW_LOCK_NONE, TW_LOCK_ADAPTIVE, TW_LOCK_SPIN,
                                  TW_LOCK_MUTEX};
 static const char *const drive_names[] = {"auto", "clock", "ticks", NULL};
 static const int drive_kinds[] = {TW_DRIVE_AUTO, TW_DRIVE_CLOCK, TW_DRIVE_TICKS};
+static const char *const error_names[] = {"log", "raise", NULL};
 
-/* Reads the option table at index 1 into config; the on_error function,
- * if any, is left at index 2 (nil otherwise). */
-static void read_options(lua_State *L, struct tw_config *config)
+static int l_new(lua_State *L);
+
+/* What twheel.new reads besides the C config. */
+struct options {
+    lua_Number tick_seconds; /* `tick`, or 0 */
+    int raise;               /* errors = "raise" */
+    int drive_given;
+};
+
+/* Reads the option table at index 1 into config and o; the on_error and
+ * now functions, if any, are left at indices 2 and 3 (nil otherwise). */
+static void read_options(lua_State *L, struct tw_config *config, struct options *o)
 {
     int tick_given = 0;
     lua_settop(L, 1);
     lua_pushnil(L); /* on_error */
+    lua_pushnil(L); /* now */
     if (lua_isnoneornil(L, 1))
         return;
-    luaL_checktype(L, 1, LUA_TTABLE);
+    if (!lua_istable(L, 1))
+        luaL_argerror(L, 1, lua_pushfstring(L, "twheel.new takes a table of options, got %s",
+                                            luaL_typename(L, 1)));
+    /* twheel:new{...}, a colon for a dot, passes the module first */
+    lua_getfield(L, 1, "new");
+    if (lua_tocfunction(L, -1) == l_new)
+        luaL_error(L, "twheel.new: call it with a dot, twheel.new{...}, not twheel:new{...}");
+    lua_pop(L, 1);
     lua_pushnil(L);
     while (lua_next(L, 1)) {
         const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
@@ -766,25 +1146,43 @@ static void read_options(lua_State *L, struct tw_config *config)
                        luaL_typename(L, -2));
         } else if (strcmp(key, "tick_ms") == 0) {
             if (tick_given++)
-                luaL_error(L, "twheel.new: give tick_ms or tick_us, not both");
+                luaL_error(L, "twheel.new: give one of tick, tick_ms and tick_us");
             config->tick_us = 1000u * (uint32_t)option_number(
                 L, key, 1, TW_MAX_TICK_US / 1000, "from 1 to 3600000");
         } else if (strcmp(key, "tick_us") == 0) {
             if (tick_given++)
-                luaL_error(L, "twheel.new: give tick_ms or tick_us, not both");
+                luaL_error(L, "twheel.new: give one of tick, tick_ms and tick_us");
             config->tick_us = (uint32_t)option_number(
                 L, key, TW_MIN_TICK_US, TW_MAX_TICK_US, "from 1 to 3600000000");
         } else if (strcmp(key, "lock") == 0) {
             config->lock = lock_kinds[option_name(
                 L, key, lock_names, "\"none\", \"adaptive\", \"spin\" or \"mutex\"")];
         } else if (strcmp(key, "drive") == 0) {
+            o->drive_given = 1;
             config->drive = drive_kinds[option_name(
                 L, key, drive_names, "\"auto\", \"clock\" or \"ticks\"")];
         } else if (strcmp(key, "cap") == 0) {
             config->max_timers = option_number(L, key, 0, 9007199254740992.0,
                                                "(0 for no cap)");
+        } else if (strcmp(key, "tick") == 0) {
+            lua_Number tick = lua_tonumber(L, -1);
+            int64_t us = seconds_to_us(tick);
+            if (tick_given++)
+                luaL_error(L, "twheel.new: give one of tick, tick_ms and tick_us");
+            if (lua_type(L, -1) != LUA_TNUMBER || us < TW_MIN_TICK_US || us > TW_MAX_TICK_US)
+                luaL_error(L, "twheel.new: tick must be a number of seconds from"
+                              " 0.000001 to 3600");
+            config->tick_us = (uint32_t)us;
+            o->tick_seconds = (lua_Number)us / 1e6;
+        } else if (strcmp(key, "now") == 0) {
+            if (!is_callable(L, -1))
+                luaL_error(L, "twheel.new: now must be a function answering seconds");
+            lua_pushvalue(L, -1);
+            lua_replace(L, 3);
+        } else if (strcmp(key, "errors") == 0) {
+            o->raise = option_name(L, key, error_names, "\"log\" or \"raise\"");
         } else if (strcmp(key, "on_error") == 0) {
-            if (!lua_isfunction(L, -1))
+            if (!is_callable(L, -1))
                 luaL_error(L, "twheel.new: on_error must be a function");
             lua_pushvalue(L, -1);
             lua_replace(L, 2);
@@ -795,30 +1193,60 @@ static void read_options(lua_State *L, struct tw_config *config)
     }
 }
 
-/* twheel.new{tick_ms=, tick_us=, lock=, drive=, cap=, on_error=} -> wheel */
+/* twheel.new{tick_ms=, tick_us=, tick=, now=, lock=, drive=, cap=,
+ * on_error=, errors=} -> wheel */
 static int l_new(lua_State *L)
 {
     struct tw_config config;
+    struct options o = {0, 0, 0};
     struct lwheel *lw;
     tw_config_init(&config);
     config.lock = TW_LOCK_NONE; /* a Lua state runs on one thread at a time */
-    read_options(L, &config);
-    lw = lua_newuserdata(L, sizeof *lw); /* index 3 */
+    read_options(L, &config, &o);
+    if (!lua_isnil(L, 3) && o.drive_given)
+        return luaL_error(L, "twheel.new: a wheel with now is driven by that clock:"
+                             " leave drive out");
+    if (!lua_isnil(L, 3) && !o.tick_seconds) /* now without tick: seconds */
+        o.tick_seconds = (lua_Number)config.tick_us / 1e6;
+    lw = lua_newuserdata(L, sizeof *lw); /* index 4 */
     memset(lw, 0, sizeof *lw);
     lw->tag = &wheel_tag;
+    lw->raise = o.raise;
+    lw->tick_seconds = o.tick_seconds;
+    lw->tick_us = config.tick_us;
+    lw->alloc = lua_getallocf(L, &lw->alloc_ud);
 #if !TWL_INTEGER_IDS
     lw->aliases = alias_start(lw);
 #endif
     lua_pushvalue(L, lua_upvalueindex(1));
-    lua_setmetatable(L, 3);
-    lua_createtable(L, 0, 1);
+    lua_setmetatable(L, 4);
+    lua_createtable(L, 0, 2);
     lua_pushvalue(L, 2);
     lua_setfield(L, -2, "on_error");
-    set_closures(L, 3);
+    lua_pushvalue(L, 3);
+    lua_setfield(L, -2, "now");
+    set_closures(L, 4);
+    if (!lua_isnil(L, 3)) {
+        /* the service's clock: read once here (an error raises from new),
+         * then by timer.c in the methods (lua_clock) */
+        int64_t us;
+        lua_pushvalue(L, 3);
+        lua_call(L, 0, 1);
+        us = lua_type(L, -1) == LUA_TNUMBER ? seconds_to_us(lua_tonumber(L, -1)) : -1;
+        if (us < 0)
+            return luaL_error(L, "twheel.new: now() must answer a number of seconds, 0 or more");
+        lua_pop(L, 1);
+        lw->last_us = (uint64_t)us;
+        config.clock_fn = lua_clock;
+        config.clock_context = lw;
+        config.drive = TW_DRIVE_CLOCK;
+    }
     config.context = lw;
+    config.realloc_fn = lua_realloc;
+    config.alloc_context = lw;
     lw->tw = tw_create(&config);
     if (!lw->tw)
-        return luaL_error(L, "twheel.new: %s", tw_strerror(errno));
+        return luaL_error(L, "twheel.new: %s", tw_strerror(tw_last_error()));
     return 1;
 }
 
@@ -826,6 +1254,11 @@ static int l_new(lua_State *L)
 
 static const luaL_Reg methods[] = {
     {"add", w_add},
+    {"after", w_after},
+    {"every", w_every},
+    {"add_at", w_add_at},
+    {"step", w_expire},
+    {"stats", w_stats},
     {"cancel", w_cancel},
     {"reschedule", w_reschedule},
     {"remaining", w_remaining},

@@ -201,7 +201,7 @@ TW_EXPORT int tw_destroy(tw_wheel *w)
 TW_EXPORT tw_id tw_add(tw_wheel *w, uint64_t delay, tw_callback *callback,
                        void *user_data)
 {
-    return add_timer(w, delay, 0, callback, NULL, user_data);
+    return add_timer(w, delay, 0, 0, callback, NULL, user_data);
 }
 
 TW_EXPORT tw_id tw_add_periodic(tw_wheel *w, uint64_t first, uint64_t interval,
@@ -211,14 +211,23 @@ TW_EXPORT tw_id tw_add_periodic(tw_wheel *w, uint64_t first, uint64_t interval,
         fail_with(EINVAL);
         return 0;
     }
-    return add_timer(w, first, interval, callback, NULL, user_data);
+    return add_timer(w, first, 0, interval, callback, NULL, user_data);
 }
 
 TW_EXPORT tw_id tw_add_ex(tw_wheel *w, uint64_t delay, uint64_t interval,
                           tw_callback *callback, tw_release *release,
                           void *user_data)
 {
-    return add_timer(w, delay, interval, callback, release, user_data);
+    return add_timer(w, delay, 0, interval, callback, release, user_data);
+}
+
+TW_EXPORT tw_id tw_add_us(tw_wheel *w, uint64_t delay_us, uint64_t interval,
+                          tw_callback *callback, tw_release *release, void *user_data)
+{
+    if (!w || delay_us == 0) /* delay 0 is the same in both units */
+        return add_timer(w, 0, 0, interval, callback, release, user_data);
+    return add_timer(w, ticks_of_us(w, delay_us), delay_us, interval, callback, release,
+                     user_data);
 }
 
 /* tw_cancel in every case; lock held, n as node_of found it. Out of line:
@@ -370,13 +379,14 @@ static HOT_INLINE int reschedule_move_unlock(tw_wheel *w, uint32_t index, struct
  * as call_clock read it. Out of line, so that the common case, inlined in
  * tw_reschedule, stays short. */
 static NOINLINE int reschedule_unlock(tw_wheel *w, struct node *n, uint32_t index,
-                                      uint64_t delay, uint64_t interval, uint64_t clock)
+                                      uint64_t delay, uint64_t delay_us, uint64_t interval,
+                                      uint64_t clock)
 {
     uint64_t due = 0;
     int result = 1;
     if (!n || w->destroying || !(n->state == NODE_LINKED || n->state == NODE_REARMING))
         result = 0;
-    else if ((due = due_of(w, delay, clock)) == TW_NEVER)
+    else if ((due = due_for(w, delay, delay_us, clock)) == TW_NEVER)
         result = -ERANGE;
     if (result != 1) {
         unlock(w);
@@ -392,13 +402,13 @@ static NOINLINE int reschedule_unlock(tw_wheel *w, struct node *n, uint32_t inde
 
 /* tw_reschedule with a lock to wait for; `clock` as call_clock read it. */
 static NOINLINE int reschedule_waiting(tw_wheel *w, tw_id id, uint64_t delay,
-                                       uint64_t interval, uint64_t clock)
+                                       uint64_t delay_us, uint64_t interval, uint64_t clock)
 {
     uint32_t index = NIL;
     struct node *n;
     lock(w);
     n = node_of(w, id, &index);
-    return reschedule_unlock(w, n, index, delay, interval, clock);
+    return reschedule_unlock(w, n, index, delay, delay_us, interval, clock);
 }
 
 /* The common cases, inlined twice (see reschedule): a pending timer moved
@@ -406,47 +416,57 @@ static NOINLINE int reschedule_waiting(tw_wheel *w, tw_id id, uint64_t delay,
  * now. Every other case, a wait and every error go out of line, last, so
  * that a tick-driven wheel's common case stays short. */
 static HOT_INLINE int reschedule_fast(tw_wheel *w, tw_id id, uint64_t delay,
-                                      uint64_t interval, uint64_t clock)
+                                      uint64_t delay_us, uint64_t interval, uint64_t clock)
 {
     uint32_t index = NIL;
     struct node *n;
     uint64_t due;
     if (!lock_try(&w->lock))
-        return reschedule_waiting(w, id, delay, interval, clock);
+        return reschedule_waiting(w, id, delay, delay_us, interval, clock);
     n = node_of(w, id, &index);
     if (!n || n->state != NODE_LINKED || w->destroying || interval != KEEP_INTERVAL ||
-        (due = due_of(w, delay, clock)) == TW_NEVER)
-        return reschedule_unlock(w, n, index, delay, interval, clock);
+        (due = due_for(w, delay, delay_us, clock)) == TW_NEVER)
+        return reschedule_unlock(w, n, index, delay, delay_us, interval, clock);
     return reschedule_move_unlock(w, index, n, due, delay);
 }
 
 /* A clock-driven wheel's reschedule: the clock is read before the lock (a
  * clock_fn may be slow), which takes a call. */
 static NOINLINE int reschedule_clocked(tw_wheel *w, tw_id id, uint64_t delay,
-                                       uint64_t interval)
+                                       uint64_t delay_us, uint64_t interval)
 {
-    return reschedule_fast(w, id, delay, interval, call_clock(w));
+    return reschedule_fast(w, id, delay, delay_us, interval, call_clock(w));
 }
 
-static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
+/* A move by `delay` ticks, or by delay_us microseconds when that is not 0
+ * (`delay` is then its whole ticks rounded up, see due_for). */
+static HOT_INLINE int reschedule(tw_wheel *w, tw_id id, uint64_t delay, uint64_t delay_us,
+                                 uint64_t interval)
 {
     if (!w)
         return -EINVAL;
     if (delay > TW_MAX_DELAY || (interval != KEEP_INTERVAL && interval > TW_MAX_DELAY))
         return -ERANGE;
     if (delays_read_clock(clock_mode(w)))
-        return reschedule_clocked(w, id, delay, interval);
-    return reschedule_fast(w, id, delay, interval, NO_READING);
+        return reschedule_clocked(w, id, delay, delay_us, interval);
+    return reschedule_fast(w, id, delay, delay_us, interval, NO_READING);
 }
 
 TW_EXPORT int tw_reschedule(tw_wheel *w, tw_id id, uint64_t delay)
 {
-    return reschedule(w, id, delay, KEEP_INTERVAL);
+    return reschedule(w, id, delay, 0, KEEP_INTERVAL);
 }
 
 TW_EXPORT int tw_reschedule_ex(tw_wheel *w, tw_id id, uint64_t delay, uint64_t interval)
 {
-    return reschedule(w, id, delay, interval);
+    return reschedule(w, id, delay, 0, interval);
+}
+
+TW_EXPORT int tw_reschedule_us(tw_wheel *w, tw_id id, uint64_t delay_us)
+{
+    if (!w || delay_us == 0)
+        return reschedule(w, id, 0, 0, KEEP_INTERVAL);
+    return reschedule(w, id, ticks_of_us(w, delay_us), delay_us, KEEP_INTERVAL);
 }
 
 TW_EXPORT uint64_t tw_remaining(tw_wheel *w, tw_id id)

@@ -17,7 +17,8 @@
  * a delay of 1 or more, and less than a tick early after a delay of 0.
  *
  * The clock's interface: call_clock (the reading a call needs, taken
- * before the lock), due_of (the due tick of an add or reschedule),
+ * before the lock), due_for (the due tick of an add or reschedule, for a
+ * delay in ticks or in microseconds),
  * expire_target_relock (where tw_expire walks to), the drive mode and its
  * changes, and tick_start_us / ticks_after_us (ticks back to readings,
  * for deadlines). Nothing else writes the clock's fields; tw_timeout_ms,
@@ -201,6 +202,47 @@ static NOINLINE uint64_t due_of_call(tw_wheel *w, uint64_t delay, uint64_t clock
 static HOT_INLINE uint64_t due_of(tw_wheel *w, uint64_t delay, uint64_t clock)
 {
     return clock == NO_READING ? w->now + delay : due_of_call(w, delay, clock);
+}
+
+/* Whole ticks of `delay_us` microseconds, rounded up: the most a timer
+ * for delay_us can need. */
+static uint64_t ticks_of_us(const tw_wheel *w, uint64_t delay_us)
+{
+    return delay_us / w->clock.tick_us + (delay_us % w->clock.tick_us != 0);
+}
+
+/* The due tick of an add or reschedule `delay_us` microseconds of the
+ * clock from the reading `clock` (delay_us > 0, its ticks within
+ * TW_MAX_DELAY): the tick that begins at or after the reading plus the
+ * delay, less than a tick past it. due_of_call with the delay in whole
+ * ticks rounded up gives the latest it can be, and does everything else a
+ * reading needs (settles it, re-bases, moves an empty wheel's now, checks
+ * the range); by then the tick boundaries are where this call counts
+ * from, so the first boundary past clock + delay_us is read off them. A
+ * wheel not on the clock (tick-driven, or AUTO and not driven yet, where
+ * the reading has just become the start of tick `now`) gets the whole
+ * ticks, exact there. */
+static uint64_t due_after_us(tw_wheel *w, uint64_t delay_us, uint64_t clock)
+{
+    uint64_t ticks = ticks_of_us(w, delay_us), due, earliest;
+    unsigned mode;
+    if (clock == NO_READING)
+        return w->now + ticks;
+    mode = clock_mode(w);
+    due = due_of_call(w, ticks, clock);
+    if (due == TW_NEVER || mode != MODE_CLOCK)
+        return due;
+    earliest = clock_tick(w, saturated_sum(w->clock.last_us, delay_us), 1);
+    return earliest < due ? earliest : due;
+}
+
+/* The due tick of an add or reschedule: `delay` whole ticks, or, when
+ * delay_us is not 0, delay_us microseconds of which `delay` is the whole
+ * ticks rounded up (tw_add_us, tw_reschedule_us). */
+static HOT_INLINE uint64_t due_for(tw_wheel *w, uint64_t delay, uint64_t delay_us,
+                                   uint64_t clock)
+{
+    return delay_us ? due_after_us(w, delay_us, clock) : due_of(w, delay, clock);
 }
 
 /* Where tw_expire walks to: the tick the clock is in. Called as the driver

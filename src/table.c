@@ -77,6 +77,8 @@ static const struct tw_api api_table = {
     tw_next_deadline_us,
     tw_context,
     tw_last_error,
+    tw_add_us,
+    tw_reschedule_us,
 };
 
 TW_EXPORT const struct tw_api *tw_get_api(uint32_t version)

@@ -61,9 +61,11 @@ static int release_index(const tw_wheel *w, tw_release *release)
     return w->release_count == MAX_RELEASES ? -1 : (int)w->release_count + 1;
 }
 
-static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval,
-                                  tw_callback *callback, tw_release *release,
-                                  void *user_data)
+/* An add of `delay` ticks, or of delay_us microseconds when that is not 0
+ * (`delay` is then its whole ticks rounded up, see due_for). */
+static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t delay_us,
+                                  uint64_t interval, tw_callback *callback,
+                                  tw_release *release, void *user_data)
 {
     uint32_t index = NIL, generation;
     struct node *n;
@@ -85,7 +87,7 @@ static HOT_INLINE tw_id add_timer(tw_wheel *w, uint64_t delay, uint64_t interval
         error = ENOSPC;
     else if ((release_slot = release_index(w, release)) < 0)
         error = EMFILE;
-    else if ((due = due_of(w, delay, clock)) == TW_NEVER)
+    else if ((due = due_for(w, delay, delay_us, clock)) == TW_NEVER)
         error = ERANGE;
     else if (queue_reserve(w, 1) || (index = node_alloc(w)) == NIL)
         error = ENOMEM;

@@ -1,164 +1,150 @@
--- A skynet-style game service: skill cooldowns and buffs for 2 000 players
--- on one wheel of 10 ms ticks (skynet's unit of time).
+-- A skynet service's timers on one twheel: a player is kicked after 2.5 s
+-- without a message, heals every second while logged in, and is saved to a
+-- database service when kicked.
 --
 --   LUA_CPATH='build/lua/5.4/?.so' lua5.4 examples/lua/skynet_service.lua
 --
--- Each player has
---   - a cooldown per skill: the skill can be cast again when its timer is no
---     longer pending (w:remaining(id) is nil);
---   - buffs: "regen" heals every second for 10 s (a periodic timer plus an
---     end timer), "shield" lasts 5 s and is refreshed by casting it again
---     (a reschedule, not a new timer).
--- A logout cancels whatever the player still has pending.
---
--- In a skynet service the wheel is driven by one coroutine:
---
---   skynet.fork(function()
---     while true do
---       skynet.sleep(1)          -- 1 = 10 ms
---       wheel:advance(1)         -- or twheel.new{tick_ms = 10} and wheel:expire()
---     end
---   end)
---
--- and the message handlers call cast()/logout(). Here a loop stands in for
--- skynet: each 10 ms frame delivers the frame's messages, then advances the
--- wheel one tick, so every run prints the same figures. The program checks
--- its own outcome (no cooldown ends early or late, no buff outlives its
--- player) and exits 1 when a check fails.
+-- Under skynet this file is a service (it calls a ".db" service that
+-- answers "save"). Elsewhere a stand-in skynet below runs it on a simulated
+-- clock; the service checks its own outcome, and a failed check raises, so
+-- the interpreter exits 1.
 local twheel = require "twheel"
+local unpack = unpack or table.unpack
 
-local PLAYERS = 2000
-local FRAMES = 3000 -- 30 s
-local TICKS_PER_SECOND = 100
-
-local skills = {
-  { name = "fireball", cooldown = 150 }, -- ticks
-  { name = "blink", cooldown = 800 },
-  { name = "regen", cooldown = 1500 },
-  { name = "shield", cooldown = 300 },
-}
-
-local wheel = twheel.new { tick_ms = 10, drive = "ticks" }
-local players = {}
-local stats = { casts = 0, rejected = 0, ready = 0, heals = 0, regen_ended = 0,
-                shields = 0, shield_refreshed = 0, shield_ended = 0, logouts = 0 }
-local failures = 0
-
-local function check(condition, message)
-  if not condition then
-    failures = failures + 1
-    if failures <= 10 then io.stderr:write("check failed: ", message, "\n") end
+-- ---- a stand-in for skynet, only outside skynet ---------------------------
+local found, skynet = pcall(require, "skynet")
+if not found then
+  -- Each coroutine runs until it yields the centiseconds it waits, as
+  -- skynet.sleep and skynet.call do; the clock then jumps to the next wake.
+  local clock, queue, order = 0, {}, 0
+  local function schedule(wake, co, ...)
+    order = order + 1 -- equal wakes run in the order they were queued
+    local values = { n = select("#", ...), ... } -- what the coroutine is resumed with
+    queue[#queue + 1] = { wake = wake, order = order, co = co, values = values }
   end
-end
-
-local function on_ready(player, skill, cast_at)
-  return function(w)
-    check(w:now() == cast_at + skill.cooldown, skill.name .. " ready off its tick")
-    check(player.online, "a cooldown ended for a player who left")
-    stats.ready = stats.ready + 1
+  local services = { [".db"] = function(command, name, hp) return command == "save" end }
+  skynet = {}
+  function skynet.now() return clock end
+  function skynet.error(...)
+    local parts = { ... }
+    for i = 1, select("#", ...) do parts[i] = tostring(parts[i]) end
+    print(string.format("[%5.2f s] %s", clock / 100, table.concat(parts, " ")))
   end
-end
-
-local buffs = {}
-
-function buffs.regen(player)
-  if player.regen then return end
-  local regen = { heals = 0 }
-  regen.heal = wheel:add(TICKS_PER_SECOND, function()
-    check(player.online, "a heal for a player who left")
-    player.hp = player.hp + 5
-    regen.heals = regen.heals + 1
-    stats.heals = stats.heals + 1
-  end, TICKS_PER_SECOND)
-  -- one tick after the tenth heal, which is due on the same tick as an end
-  -- timer at 10 s would be (and might run after it)
-  regen.ending = wheel:add(10 * TICKS_PER_SECOND + 1, function(w)
-    check(w:cancel(regen.heal), "regen's heal timer was not pending")
-    check(regen.heals == 10, "regen healed " .. regen.heals .. " times, not 10")
-    player.regen = nil
-    stats.regen_ended = stats.regen_ended + 1
-  end)
-  player.regen = regen
-end
-
-function buffs.shield(player)
-  if player.shield then -- refresh: the same timer, 5 s from now
-    wheel:reschedule(player.shield, 5 * TICKS_PER_SECOND)
-    stats.shield_refreshed = stats.shield_refreshed + 1
-    return
+  function skynet.fork(fn, ...) schedule(clock, coroutine.create(fn), ...) end
+  function skynet.sleep(centiseconds) coroutine.yield(centiseconds) end
+  -- the answer comes back 3 cs later, to the suspended caller
+  function skynet.call(address, protocol, ...)
+    return coroutine.yield(3, services[address](...))
   end
-  stats.shields = stats.shields + 1
-  player.shield = wheel:add(5 * TICKS_PER_SECOND, function()
-    check(player.online, "a shield ended for a player who left")
-    player.shield = nil
-    stats.shield_ended = stats.shield_ended + 1
-  end)
-end
-
--- The message handlers.
-local function cast(player, index)
-  local skill = skills[index]
-  if player.cooldown[index] and wheel:remaining(player.cooldown[index]) then
-    stats.rejected = stats.rejected + 1
-    return false
+  function skynet.exit() queue = {}; coroutine.yield() end
+  local function settle(co, ok, wait, ...)
+    if not ok then error(debug.traceback(co, wait), 0) end
+    if wait and coroutine.status(co) == "suspended" then schedule(clock + wait, co, ...) end
   end
-  stats.casts = stats.casts + 1
-  player.cooldown[index] = wheel:add(skill.cooldown, on_ready(player, skill, wheel:now()))
-  if buffs[skill.name] then buffs[skill.name](player) end
-  return true
-end
-
-local function logout(player)
-  player.online = false
-  for _, id in pairs(player.cooldown) do wheel:cancel(id) end
-  if player.regen then
-    wheel:cancel(player.regen.heal)
-    wheel:cancel(player.regen.ending)
-  end
-  if player.shield then wheel:cancel(player.shield) end
-  stats.logouts = stats.logouts + 1
-end
-
-for i = 1, PLAYERS do
-  players[i] = { id = i, hp = 100, online = true, cooldown = {} }
-end
-
--- The same messages on every run: a Park-Miller generator.
-local seed = 2024
-local function random(n)
-  seed = (seed * 16807) % 2147483647
-  return 1 + seed % n
-end
-
-for frame = 1, FRAMES do
-  for _ = 1, 20 do -- 20 messages a frame, 2 000 a second
-    local player = players[random(PLAYERS)]
-    if player.online then
-      if random(1000) == 1 then logout(player) else cast(player, random(#skills)) end
+  function skynet.start(init)
+    skynet.fork(init)
+    while #queue > 0 do
+      table.sort(queue, function(a, b)
+        return a.wake < b.wake or (a.wake == b.wake and a.order < b.order)
+      end)
+      local entry = table.remove(queue, 1)
+      clock = entry.wake
+      settle(entry.co, coroutine.resume(entry.co, unpack(entry.values, 1, entry.values.n)))
     end
   end
-  wheel:advance(1)
-  if frame % 500 == 0 then
-    print(string.format("t=%2d s  pending %6d  casts %6d  rejected %6d  heals %6d",
-                        frame / TICKS_PER_SECOND, wheel:count(), stats.casts,
-                        stats.rejected, stats.heals))
+end
+
+-- ---- the service ------------------------------------------------------------
+local IDLE = 2.5 -- seconds without a message before a player is kicked
+local players, failed_timers = {}, 0
+local wheel
+wheel = twheel.new {
+  tick = 0.01, -- skynet's own unit of time
+  -- skynet.now() counts centiseconds since the node started; the wheel
+  -- counts every delay from this clock, so no timer runs early by it
+  now = function() return skynet.now() / 100 end,
+  -- One broken callback must not stop the others nor the timer loop: the
+  -- wheel catches its error and hands it here. Cancelling the timer keeps
+  -- a broken periodic timer from filling the log every second.
+  on_error = function(err, id)
+    failed_timers = failed_timers + 1
+    skynet.error("timer failed and was cancelled:", err)
+    if id then wheel:cancel(id) end -- nil: the now function failed
+  end,
+}
+
+-- The player is the timer's argument: one table per player, no closure
+-- per timer.
+local function heal(_, _, player)
+  player.hp = player.hp + player.regen
+  player.heals = player.heals + 1
+end
+
+-- Saving waits for the database service: skynet.call suspends the calling
+-- coroutine until the answer comes.
+local function save(player)
+  player.saved = skynet.call(".db", "lua", "save", player.name, player.hp)
+  player.saved_at = skynet.now()
+  skynet.error(player.name, "kicked at", player.kicked_at / 100, "s,",
+               "saved at", player.saved_at / 100, "s")
+end
+
+local function kick(_, _, player)
+  player.kicked_at = skynet.now()
+  wheel:cancel(player.heal)
+  -- A callback runs inside wheel:step(), a C function, and a coroutine
+  -- cannot yield across a C call: skynet.call or skynet.sleep here would
+  -- raise "attempt to yield across a C-call boundary". A coroutine of its
+  -- own may wait; the callback returns at once.
+  skynet.fork(save, player)
+end
+
+local function login(name, regen)
+  local player = { name = name, hp = 100, regen = regen, heals = 0, last_message = skynet.now() }
+  player.heal = wheel:every(1, 1, heal, player)
+  player.idle = wheel:after(IDLE, kick, player)
+  players[name] = player
+end
+
+-- Each message from the player's client puts the kick off again.
+local function on_message(name)
+  players[name].last_message = skynet.now()
+  wheel:reschedule(players[name].idle, IDLE)
+end
+
+skynet.start(function()
+  -- The timer loop: skynet.sleep suspends this coroutine for one tick, and
+  -- the service handles its messages meanwhile.
+  skynet.fork(function()
+    while true do
+      skynet.sleep(1)
+      wheel:step()
+    end
+  end)
+
+  -- What clients would send, scripted. Carol's record lacks its regen
+  -- rate, so her heal fails; she logs in first, so her timer runs first in
+  -- the tick it shares with the others' heals.
+  login("carol", nil)
+  login("alice", 5)
+  login("bob", 3)
+  for _ = 1, 6 do -- alice talks until 2.4 s: kicked at 4.9 s
+    skynet.sleep(40)
+    on_message("alice")
   end
-end
+  skynet.sleep(300)
 
--- Everyone logs out: nothing may be left pending.
-for _, player in ipairs(players) do
-  if player.online then logout(player) end
-end
-check(wheel:count() == 0, "timers left after every logout: " .. wheel:count())
-check(stats.ready + stats.rejected > 0 and stats.heals > 0, "nothing happened")
-wheel:close()
-
-print(string.format("%d players, %d s: %d casts, %d rejected on cooldown, %d cooldowns ended",
-                    PLAYERS, FRAMES / TICKS_PER_SECOND, stats.casts, stats.rejected, stats.ready))
-print(string.format("regen: %d heals, %d ended; shield: %d raised, %d refreshed, %d ended; %d logouts",
-                    stats.heals, stats.regen_ended, stats.shields, stats.shield_refreshed,
-                    stats.shield_ended, stats.logouts))
-if failures > 0 then
-  io.stderr:write(failures, " checks failed\n")
-  os.exit(1)
-end
+  assert(failed_timers == 1, "carol's failing heal was reported once, then cancelled")
+  assert(players.alice.heals == 4 and players.alice.hp == 120, "alice healed at 1, 2, 3 and 4 s")
+  assert(players.bob.heals == 2 and players.bob.hp == 106, "bob healed at 1 and 2 s")
+  for name, player in pairs(players) do
+    -- in centiseconds: never early, late by at most a tick plus the loop's sleep
+    local due = player.last_message + IDLE * 100
+    assert(player.kicked_at and player.kicked_at >= due and player.kicked_at <= due + 2,
+           name .. " kicked on time")
+    assert(player.saved and player.saved_at >= player.kicked_at, name .. " saved after the kick")
+  end
+  assert(wheel:count() == 0, "no timer left")
+  skynet.error("all checks passed")
+  skynet.exit()
+end)

@@ -204,6 +204,14 @@ local structures = {
   { name = "lua heap", new = Heap.new },
   { name = "lua wheel", new = Wheel.new },
 }
+-- twheel with one argument per timer (w:after(delay, fn, entity)), when the
+-- module has it: the entity is a table that exists before the timer (made
+-- below, before any measurement), as a game's entity or a connection would.
+local with_arg = twheel.new { drive = "ticks" }.after ~= nil
+if with_arg then
+  table.insert(structures, 2, { name = "twheel+arg", arg = true,
+                                new = function() return twheel.new { drive = "ticks" } end })
+end
 
 -- The timed runs' callback does as little as the C baseline's: it counts.
 local fired = 0
@@ -227,13 +235,22 @@ for i = 1, N do
   moved_delay[i] = draw(1, MAX_DELAY)
 end
 
+local entities = {}
+if with_arg then
+  for i = 1, N do entities[i] = { id = i } end
+end
+
 local clock = os.clock
 local ids = {}
 
-local function fill(s, fn)
+local function fill(s, fn, arg)
   fn = fn or on_fire
   local start = clock()
-  for i = 1, N do ids[i] = s:add(delays[i], fn) end
+  if arg then
+    for i = 1, N do ids[i] = s:after(delays[i], fn, entities[i]) end
+  else
+    for i = 1, N do ids[i] = s:add(delays[i], fn) end
+  end
   return (clock() - start) / N * 1e9
 end
 
@@ -242,7 +259,7 @@ local function run(structure, op)
   for i = 1, #ids do ids[i] = nil end
   collectgarbage("collect")
   local s = structure.new()
-  local ns = fill(s)
+  local ns = fill(s, nil, structure.arg)
   if op == "cancel" then
     collectgarbage("collect")
     local start = clock()
@@ -270,7 +287,10 @@ end
 -- ticks the callbacks see agrees with twheel's, and with the delays').
 local function tick_sum(structure)
   local s, sum = structure.new(), 0
-  fill(s, function(w) sum = sum + w:now() end)
+  fill(s, function(w, _, entity)
+    if structure.arg then assert(entity and entity.id, "the argument reaches the callback") end
+    sum = sum + w:now()
+  end, structure.arg)
   while s:count() > 0 do s:advance(1) end
   if s.close then s:close() end
   return sum
@@ -307,6 +327,31 @@ if C_API then
   pipe:close()
 end
 
+-- Memory per timer with N pending: what the collector counts, plus the C
+-- side (the wheel's own bytes and the binding's slot list, allocated
+-- through Lua's allocator but outside the collector's count), the
+-- entities not counted (they exist before and after).
+local memory = {}
+for _, structure in ipairs(structures) do
+  for i = 1, #ids do ids[i] = nil end
+  collectgarbage("collect")
+  collectgarbage("collect")
+  local s = structure.new()
+  local before = collectgarbage("count") * 1024
+  fill(s, nil, structure.arg)
+  collectgarbage("collect")
+  collectgarbage("collect")
+  local bytes = collectgarbage("count") * 1024 - before
+  local c_side = 0
+  if s.stats then
+    local st = s:stats()
+    c_side = st.bytes + st.binding_bytes
+  end
+  memory[structure.name] = { lua = bytes / N, c = c_side / N,
+                             known = s.stats ~= nil or structure.name:sub(1, 3) == "lua" }
+  if s.close then s:close() end
+end
+
 local version = jit and jit.version or _VERSION
 print(string.format("%s, N = %d, delays 1..%d ticks, best of %d runs, ns per operation (expire: per timer fired)",
                     version, N, MAX_DELAY, REPS))
@@ -322,4 +367,16 @@ for _, op in ipairs(ops) do
     line = line .. string.format(" %9.1f %14.1f", c[op], r.twheel - c[op])
   end
   print(line)
+  local a = r["twheel+arg"]
+  if a then
+    print(string.format("%-11s %9.1f %9s %9s %11.3fx %12.3fx", op .. " +arg", a, "", "",
+                        a / r["lua heap"], a / r["lua wheel"]))
+  end
+end
+print(string.format("%-11s %9s %9s %9s", "memory", "Lua B", "C B", "B/timer"))
+for _, structure in ipairs(structures) do
+  local m = memory[structure.name]
+  print(string.format("%-11s %9.1f %9s %9s", structure.name, m.lua,
+                      m.known and string.format("%.1f", m.c) or "?",
+                      m.known and string.format("%.1f", m.lua + m.c) or "?"))
 end

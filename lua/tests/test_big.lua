@@ -12,7 +12,7 @@ local getuservalue = debug.getuservalue or debug.getfenv
 local function closures(w)
   local n = 0
   for k in pairs((getuservalue(w))) do
-    if type(k) == "number" and k > 0 then n = n + 1 end
+    if type(k) == "number" and k > 0 and k % 2 == 1 then n = n + 1 end
   end
   return n
 end

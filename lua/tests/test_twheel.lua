@@ -14,14 +14,15 @@ local integer_ids = math.type ~= nil -- 5.3 and 5.4
 local aliases = os.getenv("TWHEEL_TEST_ALIASES") == "1"
 local getuservalue = debug.getuservalue or debug.getfenv
 
--- The wheel's closure table, and how many closures it holds.
+-- The wheel's closure table, and how many closures it holds (a timer's
+-- function at an odd index, its arguments at the even one after it).
 local function closure_table(w)
   return (getuservalue(w))
 end
 local function closures(w)
   local n = 0
   for k in pairs(closure_table(w)) do
-    if type(k) == "number" and k > 0 then n = n + 1 end
+    if type(k) == "number" and k > 0 and k % 2 == 1 then n = n + 1 end
   end
   return n
 end
@@ -68,19 +69,32 @@ test("new rejects bad options", function()
   raises("tick_ms must be a whole number", twheel.new, { tick_ms = 3600001 })
   raises("tick_us must be a whole number from 1", twheel.new, { tick_us = 0 })
   raises("tick_us must be a whole number", twheel.new, { tick_us = -5 })
-  raises("not both", twheel.new, { tick_ms = 10, tick_us = 10 })
+  raises("give one of tick, tick_ms and tick_us", twheel.new, { tick_ms = 10, tick_us = 10 })
+  raises("give one of tick, tick_ms and tick_us", twheel.new, { tick_ms = 10, tick = 0.1 })
+  raises("tick must be a number of seconds from 0.000001 to 3600", twheel.new, { tick = 0 })
+  raises("tick must be a number of seconds", twheel.new, { tick = "0.1" })
+  raises("tick must be a number of seconds", twheel.new, { tick = 3601 })
+  raises("now must be a function", twheel.new, { now = 5 })
+  raises("leave drive out", twheel.new, { now = os.clock, drive = "ticks" })
+  raises("now() must answer a number of seconds", twheel.new, { now = function() return "x" end })
+  raises("now() must answer a number of seconds", twheel.new, { now = function() return -1 end })
+  raises('errors must be "log" or "raise"', twheel.new, { errors = "ignore" })
+  raises("call it with a dot", function() return twheel:new { tick_ms = 10 } end)
+  raises("call it with a dot", function() return twheel:new {} end)
   raises('lock must be "none", "adaptive", "spin" or "mutex"', twheel.new, { lock = "fast" })
   raises("lock must be", twheel.new, { lock = 1 })
   raises('drive must be "auto", "clock" or "ticks"', twheel.new, { drive = "wall" })
   raises("on_error must be a function", twheel.new, { on_error = "print" })
   raises("cap must be a whole number", twheel.new, { cap = -1 })
   raises("unknown option 'colour'", twheel.new, { colour = "red" })
-  raises("unknown option 'tick'", twheel.new, { tick = 10 })
+  raises("unknown option 'ticks'", twheel.new, { ticks = 10 })
   raises("option names are strings", twheel.new, { 10 })
-  raises("table expected", twheel.new, 10)
+  raises("takes a table of options, got number", twheel.new, 10)
   -- what works
   twheel.new {}
   twheel.new { tick_ms = 3600000, lock = "mutex", drive = "clock", cap = 0, on_error = nothing }
+  twheel.new { tick = 1 / 3, now = os.clock, errors = "raise" }
+  twheel.new { on_error = setmetatable({}, { __call = nothing }) }
 end)
 
 test("a timer fires on its tick, with (wheel, id), once", function()
@@ -287,8 +301,8 @@ test("a closed wheel raises on every use but close", function()
   eq(ran, false, "close never runs a timer")
 end)
 
-test("a callback's error is raised after the batch, with a traceback", function()
-  local w = ticks()
+test("errors = 'raise': a callback's error is raised after the batch, with a traceback", function()
+  local w = ticks { errors = "raise" }
   local ran = {}
   w:add(1, function() ran[#ran + 1] = "a" end)
   w:add(1, function() error("boom") end)
@@ -328,8 +342,9 @@ test("on_error gets (err, id) and the advance returns normally", function()
   eq(log[2].id, bad2, "id of the second")
   eq(log[2].err[1], 42, "error object")
   ok(ok1 ~= bad1, "ids differ")
-  -- a handler that raises: its error is raised after the batch
-  w = ticks { on_error = function() error("handler failed") end }
+  -- a handler that raises: with errors = "raise", its error is raised
+  -- after the batch (by default it is written to stderr, see below)
+  w = ticks { on_error = function() error("handler failed") end, errors = "raise" }
   local ran = false
   w:add(1, function() error("x") end)
   w:add(1, function() ran = true end)
@@ -366,7 +381,7 @@ test("callbacks may add, cancel and reschedule, themselves too", function()
 end)
 
 test("advance from a callback of the same wheel raises there", function()
-  local w = ticks()
+  local w = ticks { errors = "raise" }
   w:add(1, function(wheel) wheel:advance(1) end)
   raises("already being driven", w.advance, w, 1)
   w:add(1, function(wheel) wheel:expire() end)
@@ -392,7 +407,7 @@ test("close from a callback: the batch stops, everything is released", function(
   raises("closed", w.count, w)
   eq(h.alive(weak), 0, "every closure released")
   -- a callback that goes on using the wheel after closing it
-  w = ticks()
+  w = ticks { errors = "raise" }
   w:add(1, function(wheel) wheel:close(); wheel:add(1, nothing) end)
   raises("the wheel is closed", w.advance, w, 1)
 end)
@@ -510,6 +525,7 @@ test("coroutines: drive from one, cancel from one, a yield is an error", functio
   end)
   w:advance(2)
   eq(ran, 1, "cancelled from a coroutine inside a callback")
+  w = ticks { errors = "raise" }
   w:add(1, function() coroutine.yield() end)
   local driver = coroutine.create(function() return w:advance(1) end)
   local resumed, err = coroutine.resume(driver)
@@ -598,7 +614,7 @@ test("ids: unique, and a stale id never acts on a newer timer", function()
   for k in pairs(closure_table(w)) do
     if type(k) == "number" and k > largest then largest = k end
   end
-  ok(largest <= 2, "slots are reused: the largest is " .. largest)
+  ok(largest <= 3, "slots are reused: the largest index is " .. largest) -- slot 2's function
   if not aliases then
     eq(closure_table(w)[0], nil, "no alias table below 2^22 nodes")
   end
@@ -671,6 +687,324 @@ test("heartbeats: silent sessions time out on their tick, busy ones never", func
   ok(expected > 0, "some went silent early")
   eq(w:count(), 0, "empty")
   eq(closures(w), 0, "closures")
+end)
+
+test("arguments: after, every and add_at pass them to the callback", function()
+  local w = ticks()
+  local seen = {}
+  local entity = { name = "orc" }
+  w:after(1, function(wheel, id, a) seen[#seen + 1] = { wheel = wheel, id = id, a = a } end, entity)
+  local many = w:after(2, function(_, _, ...) seen[#seen + 1] = { n = select("#", ...), ... } end,
+                       1, nil, "three", nil)
+  w:after(3, function(...) seen[#seen + 1] = { n = select("#", ...) } end)
+  local every = w:every(1, 2, function(_, _, a, b) seen[#seen + 1] = { a = a, b = b } end, "x", 9)
+  eq(w:advance(1), 2, "tick 1: the one-argument timer and the first repeat")
+  ok(rawequal(seen[1].a, entity) and seen[1].wheel == w, "one argument, the object itself")
+  eq(seen[2].a, "x", "every's first argument")
+  eq(seen[2].b, 9, "every's second argument")
+  eq(w:advance(1), 1, "tick 2")
+  eq(seen[3].n, 4, "trailing nils are kept")
+  ok(seen[3][1] == 1 and seen[3][2] == nil and seen[3][3] == "three" and seen[3][4] == nil,
+     "the values in order")
+  eq(w:advance(1), 2, "tick 3: no arguments, and the repeat again")
+  eq(seen[4].n, 2, "no arguments: (wheel, id)")
+  eq(seen[5].a, "x", "the repeat keeps its arguments")
+  ok(w:reschedule(every, 5), "reschedule")
+  eq(w:advance(5), 1, "rescheduled")
+  eq(seen[6].b, 9, "arguments survive a reschedule")
+  ok(many ~= every, "ids")
+  -- the add of a later version takes an interval third, never arguments
+  local fired = 0
+  w:add(1, function(_, _, extra) fired = fired + 1; eq(extra, nil, "add passes none") end, 0)
+  w:advance(1)
+  eq(fired, 1, "add(delay, fn, 0) is a one-shot")
+end)
+
+test("arguments are released with their timer: fired, cancelled, closed", function()
+  local w = ticks()
+  local weak = h.weak()
+  local function make() local object = {}; weak[#weak + 1] = object; return object end
+  w:after(1, nothing, make())
+  local cancelled = w:after(5, nothing, make(), make())
+  local repeating = w:every(1, 1, nothing, make())
+  w:after(9, nothing, make())
+  eq(h.alive(weak), 5, "held while pending")
+  w:advance(1)
+  eq(h.alive(weak), 4, "the fired one-shot's argument is released")
+  ok(w:cancel(cancelled), "cancel")
+  eq(h.alive(weak), 2, "the cancelled timer's two arguments are released")
+  w:advance(3)
+  eq(h.alive(weak), 2, "a repeating timer keeps its argument")
+  ok(w:cancel(repeating), "cancel the repeat")
+  eq(h.alive(weak), 1, "released")
+  w:close()
+  eq(h.alive(weak), 0, "close releases the rest")
+end)
+
+test("callable tables are callbacks, and on_error handlers", function()
+  local w = ticks()
+  local hits = {}
+  local callable = setmetatable({ name = "c" }, { __call = function(self, wheel, id, arg)
+    hits[#hits + 1] = self.name .. ":" .. tostring(arg)
+  end })
+  w:add(1, callable)
+  w:after(1, callable, 7)
+  w:every(2, 2, callable, "p")
+  w:advance(2)
+  eq(table.concat(hits, ","), "c:nil,c:7,c:p", "called with self, then (wheel, id, ...)")
+  raises("function expected, got table", w.add, w, 1, {})
+  raises("function expected, got table", w.after, w, 1, setmetatable({}, {}))
+  local log = {}
+  w = ticks { on_error = setmetatable({}, { __call = function(_, err) log[#log + 1] = err end }) }
+  w:add(0, function() error("x") end)
+  w:advance(0)
+  eq(#log, 1, "a callable on_error")
+end)
+
+-- Runs `source` in a fresh interpreter (this one, with this LUA_PATH and
+-- LUA_CPATH); returns its stdout and its stderr.
+local function run_child(source)
+  local interpreter = arg[-1]
+  local i = -1
+  while arg[i - 1] do i = i - 1; interpreter = arg[i] end
+  local script, errors = os.tmpname(), os.tmpname()
+  local file = assert(io.open(script, "w"))
+  file:write(source)
+  file:close()
+  local pipe = assert(io.popen(string.format('"%s" "%s" 2>"%s"', interpreter, script, errors)))
+  local out = pipe:read("*a")
+  pipe:close()
+  file = assert(io.open(errors))
+  local err = file:read("*a")
+  file:close()
+  os.remove(script)
+  os.remove(errors)
+  return out, err
+end
+
+test("without on_error a failing callback is logged with its traceback, the drive goes on", function()
+  -- a skynet-style tick loop: one advance per frame, every 7th firing fails
+  local out, err = run_child([[
+    local twheel = require "twheel"
+    local w = twheel.new { drive = "ticks" }
+    local firings, ran, advanced = 0, 0, 0
+    local function work()
+      firings = firings + 1
+      if firings % 7 == 0 then error("frame failure " .. firings) end
+      ran = ran + 1
+    end
+    for i = 1, 100 do w:add(i % 20, work) end
+    w:every(1, 1, work)
+    for frame = 1, 40 do
+      w:advance(1)
+      advanced = advanced + 1
+    end
+    io.write(firings, " ", ran, " ", advanced, " ", w:count(), "\n")
+  ]])
+  local firings, ran, advanced, pending = out:match("^(%d+) (%d+) (%d+) (%d+)")
+  eq(tonumber(advanced), 40, "every frame's advance returned: " .. out .. err)
+  eq(tonumber(firings), 140, "all 100 one-shots and 40 repeats fired")
+  eq(tonumber(ran), 140 - 20, "only the 20 failing firings stopped early")
+  eq(tonumber(pending), 1, "the repeat is still pending (it failed, it was not cancelled)")
+  local _, tracebacks = err:gsub("stack traceback:", "")
+  eq(tracebacks, 20, "one traceback per failure on stderr")
+  ok(err:find("twheel: timer %-?%d+ failed: .-frame failure 7"), "the failure and its id: " .. err:sub(1, 300))
+  ok(err:find("in method 'advance'", 1, true) or err:find("in function 'advance'", 1, true),
+     "the traceback goes down to the drive: " .. err:sub(1, 300))
+end)
+
+test("an on_error that fails is logged too, by default", function()
+  local out, err = run_child([[
+    local twheel = require "twheel"
+    local w = twheel.new { drive = "ticks", on_error = function() error("handler broke") end }
+    local ran = false
+    w:add(1, function() error("first") end)
+    w:add(1, function() ran = true end)
+    io.write(w:advance(1), " ", tostring(ran), "\n")
+  ]])
+  eq(out, "2 true\n", "the advance returned, the batch went on")
+  ok(err:find("handler broke", 1, true), "stderr: " .. err)
+end)
+
+-- Seconds the binding's way: to the nearest microsecond.
+local function us(seconds) return math.floor(seconds * 1e6 + 0.5) end
+
+-- Drives a wheel of `tick` seconds from a fake clock moved by step() between
+-- drives, adding `count` timers as it goes (delays in seconds, some given
+-- as add_at times), and checks every firing: never before added + delay,
+-- never a tick plus the step later.
+local function clock_run(tick, step, count, seed)
+  local random = h.random(seed)
+  local t = 1000 + random(0, 999) / 1000
+  local w = twheel.new { tick = tick, now = function() return t end }
+  local fired, early, late, worst = 0, 0, 0, 0
+  local largest_step = 0
+  local added = 0
+  local function check(_, _, due, when)
+    fired = fired + 1
+    if us(t) < due then early = early + 1 end
+    local lateness = t - when
+    if lateness > worst then worst = lateness end
+    if lateness >= tick + largest_step + 1e-6 then late = late + 1 end
+  end
+  while fired < count do
+    for _ = 1, 5 do
+      if added < count then
+        added = added + 1
+        local delay
+        local kind = random(1, 4)
+        if kind == 1 then delay = random(0, 50) * tick            -- whole ticks
+        elseif kind == 2 then delay = random(0, 5000) / 1000      -- ms
+        elseif kind == 3 then delay = random(0, 3000) / 7000      -- no short form
+        else delay = random(0, 4000) * 0.001 + 0.0000005 end      -- on a µs's edge
+        if random(1, 5) == 1 then
+          local at = t + delay
+          w:add_at(at, check, us(at), at)
+        else
+          w:after(delay, check, us(t) + us(delay), t + delay)
+        end
+      end
+    end
+    local moved = step()
+    if moved > largest_step then largest_step = moved end
+    t = t + moved
+    w:step()
+  end
+  return early, late, worst, w
+end
+
+test("a wheel on the service's clock: never early, late by less than a tick plus the drive's lag", function()
+  local count = 10000
+  local cases = {
+    { 0.1, "0.1", function() return 0.1 end },
+    { 0.1, "0.01", function() return 0.01 end },
+    { 0.1, "1/3", function() return 1 / 3 end },
+    { 1 / 3, "0.1", function() return 0.1 end },
+    { 0.01, "1", function() return 1 end },
+  }
+  local jitter = h.random(99)
+  cases[#cases + 1] = { 0.05, "jitter", function() return jitter(1, 80000) / 1e6 end }
+  for i, case in ipairs(cases) do
+    local early, late, worst = clock_run(case[1], case[3], count, 1000 + i)
+    local what = string.format("tick %.4f s, steps of %s s", case[1], case[2])
+    eq(early, 0, what .. ": timers early")
+    eq(late, 0, what .. string.format(": timers late (worst %.6f s)", worst))
+  end
+end)
+
+test("the 0.1 s case: a delay of k tenths on a clock stepped by 0.1 fires on the k-th step", function()
+  -- floor((now - start) / 0.1) is k - 1 for 480 of 1 200 of these steps;
+  -- the binding counts in microseconds, nearest first, so no step is lost
+  local t = 0
+  local w = twheel.new { tick = 0.1, now = function() return t end }
+  local wrong = 0
+  for k = 1, 1200 do
+    local at_step
+    w:after(0.1, function() at_step = k end)
+    t = t + 0.1
+    w:step()
+    if at_step ~= k then wrong = wrong + 1 end
+  end
+  eq(wrong, 0, "timers that missed their step")
+  -- and three tenths on a clock at 0.30000000000000004: due at 0.6, not 0.7
+  local fired_at
+  w:after(0.3, function() fired_at = t end)
+  local start = t
+  while not fired_at do t = t + 0.1; w:step() end
+  ok(fired_at - start < 0.3 + 1e-9, string.format("fired %.17g s after", fired_at - start))
+end)
+
+test("a seconds wheel: delays, intervals, remaining and next_expiry in seconds", function()
+  local t = 50
+  local w = twheel.new { tick = 0.25, now = function() return t end }
+  local log = {}
+  local id = w:every(0.5, 1, function(_, _, name) log[#log + 1] = name .. "@" .. t end, "beat")
+  eq(w:remaining(id), 0.5, "remaining in seconds")
+  eq(w:next_expiry(), 0.5, "next_expiry in seconds")
+  t = 50.5; w:step()
+  t = 51.5; w:step()
+  eq(table.concat(log, ","), "beat@50.5,beat@51.5", "every second after the first half")
+  ok(w:reschedule(id, 0.3), "reschedule in seconds")
+  t = 51.75; w:step()
+  eq(#log, 2, "0.3 s later has not come at 0.25 s")
+  t = 51.8; w:step()
+  eq(#log, 2, "0.3 s later, mid-tick: the tick that begins after it runs it")
+  t = 52; w:step()
+  eq(log[3], "beat@52", "at the first tick boundary past 0.3 s")
+  raises("a number of seconds", w.after, w, "1", nothing)
+  raises("must not be negative", w.after, w, -0.1, nothing)
+  raises("add_at needs a wheel made with tick or now", ticks().add_at, ticks(), 1, nothing)
+  -- without now: the monotonic clock, still in seconds
+  local plain = twheel.new { tick = 0.001 }
+  local left = plain:remaining(plain:after(0.25, nothing))
+  ok(left >= 0.25 and left <= 0.252, "remaining " .. left)
+end)
+
+test("a failing now() is reported, never raised through the wheel; the last reading stands", function()
+  local t, fail = 10, false
+  local reports = {}
+  local w = twheel.new { tick = 0.1, now = function()
+    if fail then error("clock broke") end
+    return t
+  end, on_error = function(err, id) reports[#reports + 1] = { err = err, id = id } end }
+  local fired = 0
+  w:after(0.2, function() fired = fired + 1 end)
+  fail = true
+  t = 11
+  eq(w:step(), 0, "a failed reading: no time passes")
+  ok(#reports >= 1 and tostring(reports[1].err):find("clock broke", 1, true), "reported to on_error")
+  eq(reports[1].id, nil, "with no id")
+  fail = false
+  eq(w:step(), 1, "the clock back: the timer fires")
+  -- without on_error: stderr
+  local out, err = run_child([[
+    local twheel = require "twheel"
+    local n = 0
+    local w = twheel.new { tick = 0.1, now = function() n = n + 1; if n > 1 then return "soon" end return 0 end }
+    io.write(w:step(), "\n")
+  ]])
+  eq(out, "0\n", "the step returned")
+  ok(err:find("now() must answer a number of seconds", 1, true), "stderr: " .. err)
+  -- a callable table as on_error hears of it too
+  local heard = {}
+  local handler = setmetatable({}, { __call = function(_, err, id)
+    heard[#heard + 1] = { err = err, id = id }
+  end })
+  fail = false
+  w = twheel.new { tick = 0.1, on_error = handler, now = function()
+    if fail then error("clock broke") end
+    return t
+  end }
+  fail = true
+  eq(w:step(), 0, "callable on_error: the step returned")
+  ok(#heard >= 1 and tostring(heard[1].err):find("clock broke", 1, true) and heard[1].id == nil,
+     "a callable table as on_error is told of the clock's failure")
+  -- errors = "raise" does not raise it: a reading fails inside any call
+  -- that reads the clock, adds included, not only in a drive
+  local out2, err2 = run_child([[
+    local twheel = require "twheel"
+    local fail = false
+    local w = twheel.new { tick = 0.1, errors = "raise", now = function()
+      if fail then error("clock broke") end
+      return 0
+    end }
+    fail = true
+    io.write(tostring(pcall(w.step, w)), "\n")
+  ]])
+  eq(out2, "true\n", "errors = raise: the step returned")
+  ok(err2:find("clock broke", 1, true), "errors = raise: stderr has the clock's error: " .. err2)
+end)
+
+test("stats: the wheel's counts and its memory", function()
+  local w = ticks()
+  for i = 1, 100 do w:add(i, nothing) end
+  w:cancel(w:add(1, nothing))
+  local s = w:stats()
+  eq(s.pending, 100, "pending")
+  eq(s.added, 101, "added")
+  eq(s.cancelled, 1, "cancelled")
+  ok(s.bytes > 100 * 32, "bytes " .. s.bytes)
+  ok(s.binding_bytes >= 101 * 4, "binding_bytes " .. s.binding_bytes)
 end)
 
 if _VERSION == "Lua 5.4" then

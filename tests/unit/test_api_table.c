@@ -40,6 +40,8 @@ static void test_table_members_are_the_functions(void **state)
     assert_true(api->next_deadline_us == tw_next_deadline_us);
     assert_true(api->context == tw_context);
     assert_true(api->last_error == tw_last_error);
+    assert_true(api->add_us == tw_add_us);
+    assert_true(api->reschedule_us == tw_reschedule_us);
 }
 
 static void test_table_is_constant(void **state)
@@ -84,7 +86,7 @@ static void test_what_a_host_may_check(void **state)
         0,
         offsetof(struct tw_api, check) + sizeof(int (*)(tw_wheel *)),
         offsetof(struct tw_api, context) + sizeof(void *(*)(tw_wheel *)),
-        offsetof(struct tw_api, last_error) + sizeof(int (*)(void)),
+        offsetof(struct tw_api, reschedule_us) + sizeof(int (*)(tw_wheel *, tw_id, uint64_t)),
     };
     (void)state;
     assert_int_equal(version_end[TW_API_VERSION], sizeof(struct tw_api));
