@@ -603,17 +603,24 @@ static uint64_t check_delay(lua_State *L, struct lwheel *lw, int arg, const char
     return (uint64_t)us / lw->tick_us + ((uint64_t)us % lw->tick_us != 0);
 }
 
-/* Pushes a count of ticks in the wheel's unit: ticks, or seconds. */
-static void push_duration(lua_State *L, struct lwheel *lw, uint64_t ticks)
+static void push_ticks(lua_State *L, uint64_t ticks)
 {
 #if TWL_INTEGER_IDS
-    if (!lw->tick_seconds) {
-        lua_pushinteger(L, (lua_Integer)ticks);
-        return;
-    }
+    lua_pushinteger(L, (lua_Integer)ticks);
+#else
+    lua_pushnumber(L, (lua_Number)ticks);
 #endif
-    lua_pushnumber(L, lw->tick_seconds ? (lua_Number)ticks * lw->tick_seconds
-                                       : (lua_Number)ticks);
+}
+
+/* Pushes a count of ticks in the wheel's unit: ticks, or seconds. Seconds
+ * come from whole microseconds, so 3 ticks of 0.1 s answer 0.3, the double
+ * nearest 300 000 µs, not 3 * 0.1. */
+static void push_duration(lua_State *L, struct lwheel *lw, uint64_t ticks)
+{
+    if (lw->tick_seconds)
+        lua_pushnumber(L, (lua_Number)(ticks * lw->tick_us) / 1e6);
+    else
+        push_ticks(L, ticks);
 }
 
 /* A failure of the service's clock (now() raised, or answered what is not
@@ -884,15 +891,6 @@ static int w_reschedule(lua_State *L)
     return 1;
 }
 
-static void push_ticks(lua_State *L, uint64_t ticks)
-{
-#if TWL_INTEGER_IDS
-    lua_pushinteger(L, (lua_Integer)ticks);
-#else
-    lua_pushnumber(L, (lua_Number)ticks);
-#endif
-}
-
 /* w:remaining(id) -> ticks (or seconds) until it fires, or nil when not
  * pending */
 static int w_remaining(lua_State *L)
@@ -997,21 +995,21 @@ static int w_stats(lua_State *L)
     memset(&st, 0, sizeof st);
     st.size = sizeof st;
     tw_get_stats(lw->tw, &st);
-    lua_createtable(L, 0, 8);
-    push_ticks(L, st.pending);
-    lua_setfield(L, -2, "pending");
-    push_ticks(L, st.bytes);
-    lua_setfield(L, -2, "bytes");
-    push_ticks(L, st.added);
-    lua_setfield(L, -2, "added");
-    push_ticks(L, st.fired);
-    lua_setfield(L, -2, "fired");
-    push_ticks(L, st.cancelled);
-    lua_setfield(L, -2, "cancelled");
-    push_ticks(L, st.rescheduled);
-    lua_setfield(L, -2, "rescheduled");
-    push_ticks(L, (uint64_t)lw->cap * sizeof *lw->free);
-    lua_setfield(L, -2, "binding_bytes");
+    const struct {
+        const char *name;
+        uint64_t value;
+    } fields[] = {
+        {"pending", st.pending},     {"bytes", st.bytes},
+        {"added", st.added},         {"fired", st.fired},
+        {"cancelled", st.cancelled}, {"rescheduled", st.rescheduled},
+        {"binding_bytes", (uint64_t)lw->cap * sizeof *lw->free},
+    };
+    size_t i;
+    lua_createtable(L, 0, (int)(sizeof fields / sizeof fields[0]));
+    for (i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        push_ticks(L, fields[i].value);
+        lua_setfield(L, -2, fields[i].name);
+    }
     return 1;
 }
 

@@ -921,6 +921,10 @@ test("a seconds wheel: delays, intervals, remaining and next_expiry in seconds",
   local id = w:every(0.5, 1, function(_, _, name) log[#log + 1] = name .. "@" .. t end, "beat")
   eq(w:remaining(id), 0.5, "remaining in seconds")
   eq(w:next_expiry(), 0.5, "next_expiry in seconds")
+  -- from whole microseconds: 3 ticks of 0.1 s are 0.3, not 3 * 0.1
+  local tenths = twheel.new { tick = 0.1, now = function() return t end }
+  eq(tenths:remaining(tenths:after(0.3, nothing)), 0.3, "0.3 s answers 0.3")
+  eq(tenths:remaining(tenths:after(0.7, nothing)), 0.7, "0.7 s answers 0.7")
   t = 50.5; w:step()
   t = 51.5; w:step()
   eq(table.concat(log, ","), "beat@50.5,beat@51.5", "every second after the first half")
