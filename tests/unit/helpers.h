@@ -191,19 +191,26 @@ static inline uint64_t read_fake_clock(void *context)
     return clock->us;
 }
 
-/* A wheel with 1 ms ticks on that clock, with lock `kind` (enum
+/* A wheel with ticks of tick_us on that clock, with lock `kind` (enum
  * tw_lock_kind), driven as `drive` says (enum tw_drive_kind). */
-static inline tw_wheel *new_fake_clock_wheel_locked(struct fake_clock *clock, int drive,
-                                                    int kind)
+static inline tw_wheel *new_fake_clock_wheel_ticks(struct fake_clock *clock, int drive,
+                                                   int kind, uint32_t tick_us)
 {
     struct tw_config c;
     tw_config_init(&c);
     c.lock = kind;
-    c.tick_us = 1000;
+    c.tick_us = tick_us;
     c.clock_fn = read_fake_clock;
     c.clock_context = clock;
     c.drive = drive;
     return new_wheel_cfg(&c);
+}
+
+/* The same with 1 ms ticks. */
+static inline tw_wheel *new_fake_clock_wheel_locked(struct fake_clock *clock, int drive,
+                                                    int kind)
+{
+    return new_fake_clock_wheel_ticks(clock, drive, kind, 1000);
 }
 
 /* The same, single-threaded. */

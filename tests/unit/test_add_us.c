@@ -8,14 +8,7 @@
 
 static tw_wheel *clock_wheel(struct fake_clock *clk, uint32_t tick_us)
 {
-    struct tw_config c;
-    tw_config_init(&c);
-    c.lock = TW_LOCK_NONE;
-    c.tick_us = tick_us;
-    c.clock_fn = read_fake_clock;
-    c.clock_context = clk;
-    c.drive = TW_DRIVE_CLOCK;
-    return new_wheel_cfg(&c);
+    return new_fake_clock_wheel_ticks(clk, TW_DRIVE_CLOCK, TW_LOCK_NONE, tick_us);
 }
 
 /* Many readings inside ticks and many delays: each timer's deadline lies
