@@ -224,7 +224,7 @@ static uint64_t ticks_of_us(const tw_wheel *w, uint64_t delay_us)
  * ticks, exact there. */
 static uint64_t due_after_us(tw_wheel *w, uint64_t delay_us, uint64_t clock)
 {
-    uint64_t ticks = ticks_of_us(w, delay_us), due, earliest;
+    uint64_t ticks = ticks_of_us(w, delay_us), due, earliest, from;
     unsigned mode;
     if (clock == NO_READING)
         return w->now + ticks;
@@ -232,7 +232,12 @@ static uint64_t due_after_us(tw_wheel *w, uint64_t delay_us, uint64_t clock)
     due = due_of_call(w, ticks, clock);
     if (due == TW_NEVER || mode != MODE_CLOCK)
         return due;
-    earliest = clock_tick(w, saturated_sum(w->clock.last_us, delay_us), 1);
+    /* from the reading, or from the start of tick `now` when tw_advance
+     * has moved `now` past the clock: delays count from the later */
+    from = w->clock.last_us;
+    if (tick_start_us(w, 0) > from)
+        from = tick_start_us(w, 0);
+    earliest = clock_tick(w, saturated_sum(from, delay_us), 1);
     return earliest < due ? earliest : due;
 }
 

@@ -921,6 +921,16 @@ test("a seconds wheel: delays, intervals, remaining and next_expiry in seconds",
   local id = w:every(0.5, 1, function(_, _, name) log[#log + 1] = name .. "@" .. t end, "beat")
   eq(w:remaining(id), 0.5, "remaining in seconds")
   eq(w:next_expiry(), 0.5, "next_expiry in seconds")
+  -- after advance(n) has moved the wheel past the clock, a delay counts
+  -- from the wheel: never early by the clock
+  local late = 0
+  local ahead = twheel.new { tick = 0.1, now = function() return late end }
+  ahead:advance(3)
+  local fired_at
+  local early = ahead:after(0.2, function() fired_at = late end)
+  eq(ahead:remaining(early), 0.2, "after advance(3): remaining")
+  late = 0.15; ahead:step()
+  eq(fired_at, nil, "not fired 0.15 s into a 0.2 s delay")
   -- from whole microseconds: 3 ticks of 0.1 s are 0.3, not 3 * 0.1
   local tenths = twheel.new { tick = 0.1, now = function() return t end }
   eq(tenths:remaining(tenths:after(0.3, nothing)), 0.3, "0.3 s answers 0.3")

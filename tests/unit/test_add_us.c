@@ -138,11 +138,31 @@ static void test_reschedule_us(void **state)
     drop(w);
 }
 
+/* After tw_advance has moved now() past the clock, a delay in
+ * microseconds counts from now(), as a delay in ticks does: it never lands
+ * behind the wheel, where the next tw_expire would run it early. */
+static void test_after_an_advance_past_the_clock(void **state)
+{
+    (void)state;
+    struct fake_clock clk = {1000000, 0};
+    tw_wheel *w = clock_wheel(&clk, 100000); /* 100 ms ticks */
+    assert_int_equal(tw_advance(w, 3), 0);   /* now 3, the clock at tick 0 */
+    tw_id us = tw_add_us(w, 200000, 0, rec_cb, NULL, TAG(1));
+    tw_id ticks = tw_add(w, 2, rec_cb, TAG(2));
+    assert_int_equal(tw_remaining(w, us), 2);
+    assert_int_equal(tw_remaining(w, us), tw_remaining(w, ticks));
+    clk.us += 150000;
+    assert_int_equal(tw_expire(w), 0); /* 150 ms into a 200 ms delay */
+    CHECK(w);
+    drop(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_less_than_a_tick_late),
         T(test_where_delays_count_from_now),
+        T(test_after_an_advance_past_the_clock),
         T(test_zero_and_errors),
         T(test_reschedule_us),
     };
