@@ -216,24 +216,29 @@ static uint32_t *resize_free(struct lwheel *lw, uint32_t cap)
                      (size_t)cap * sizeof *lw->free);
 }
 
+/* free[] doubled (peek_slot's slow path); raises when it cannot grow. */
+static void grow_free(lua_State *L, struct lwheel *lw)
+{
+    uint32_t cap = lw->cap ? lw->cap * 2 : 64;
+    uint32_t *grown;
+    if (lw->nslots == MAX_SLOTS)
+        luaL_error(L, "twheel: too many timers");
+    cap = cap < MAX_SLOTS ? cap : MAX_SLOTS;
+    grown = resize_free(lw, cap);
+    if (!grown)
+        luaL_error(L, "twheel: not enough memory");
+    lw->free = grown;
+    lw->cap = cap;
+}
+
 /* A slot for a new timer, not taken yet (take_slot, once tw_add worked).
  * Raises before anything changed when free[] cannot grow. */
 static uint32_t peek_slot(lua_State *L, struct lwheel *lw)
 {
     if (lw->nfree)
         return lw->free[lw->nfree - 1];
-    if (lw->nslots == lw->cap) {
-        uint32_t cap = lw->cap ? lw->cap * 2 : 64;
-        uint32_t *grown;
-        if (lw->nslots == MAX_SLOTS)
-            luaL_error(L, "twheel: too many timers");
-        cap = cap < MAX_SLOTS ? cap : MAX_SLOTS;
-        grown = resize_free(lw, cap);
-        if (!grown)
-            luaL_error(L, "twheel: not enough memory");
-        lw->free = grown;
-        lw->cap = cap;
-    }
+    if (lw->nslots == lw->cap)
+        grow_free(L, lw);
     return lw->nslots + 1;
 }
 
@@ -516,8 +521,8 @@ static void on_fire(tw_wheel *tw, tw_id id, void *user_data)
         callback_failed(c, id, slot);
 }
 
-/* The wheel is done with a timer: drop its closure and arguments, free
- * its slot. */
+/* The wheel is done with a timer: drop its function and arguments (the
+ * placeholder `false` goes back, see store_args), free its slot. */
 static void on_release(void *user_data)
 {
     struct call *c = current;
@@ -525,8 +530,10 @@ static void on_release(void *user_data)
     uint32_t slot = slot_of(user_data);
     lua_pushnil(L);
     lua_rawseti(L, c->closures, function_index(slot));
-    lua_pushnil(L);
-    lua_rawseti(L, c->closures, arguments_index(slot));
+    if (args_of(user_data) != ARGS_NONE) {
+        lua_pushboolean(L, 0);
+        lua_rawseti(L, c->closures, arguments_index(slot));
+    }
     forget_alias(L, c->closures, slot);
     c->lw->free[c->lw->nfree++] = slot;
 }
@@ -713,17 +720,21 @@ static void check_callable(lua_State *L, int idx)
 }
 
 /* Files the timer's arguments (`count` values from `first`) beside its
- * function; returns their kind. May raise (memory): the caller has taken
- * nothing yet. */
-static int store_args(lua_State *L, int closures, uint32_t slot, int first, int count)
+ * function; returns their kind. A slot without arguments holds `false`
+ * there from its first timer on (the release hook puts it back), so an
+ * add without arguments writes its function alone: with every other index
+ * empty, Lua would keep the table's integer keys in its hash part (an
+ * array part must be more than half full), slower and larger. May raise
+ * (memory): the caller has taken nothing yet. */
+static int store_args(lua_State *L, struct lwheel *lw, int closures, uint32_t slot,
+                      int first, int count)
 {
     int i;
     if (count == 0) {
-        /* a placeholder: with every other index empty, Lua would keep the
-         * table's integer keys in its hash part (an array part must be
-         * more than half full), slower and larger */
-        lua_pushboolean(L, 0);
-        lua_rawseti(L, closures, arguments_index(slot));
+        if (slot > lw->nslots) { /* a slot's first timer */
+            lua_pushboolean(L, 0);
+            lua_rawseti(L, closures, arguments_index(slot));
+        }
         return ARGS_NONE;
     }
     if (count == 1) {
@@ -746,29 +757,28 @@ static void drop_slot(lua_State *L, int closures, uint32_t slot)
 {
     lua_pushnil(L);
     lua_rawseti(L, closures, function_index(slot));
-    lua_pushnil(L);
+    lua_pushboolean(L, 0);
     lua_rawseti(L, closures, arguments_index(slot));
 }
 
 /* Adds a timer whose function is at fn_arg and whose arguments are the
- * `count` values from first_arg; pushes its id (or nil and a message at
- * the cap). delay_arg and interval_arg name the arguments in errors. A
- * delay in seconds goes to timer.c in microseconds (delay_us, with `delay`
- * its ticks rounded up): tw_add_us runs it less than a tick after it has
- * passed, where whole ticks could take two. */
+ * `count` values after it, on top of the stack; pushes its id (or nil and
+ * a message at the cap). Errors name the delay as argument 2 and the
+ * interval as interval_arg. A delay in seconds goes to timer.c in
+ * microseconds (delay_us, with `delay` its ticks rounded up): tw_add_us
+ * runs it less than a tick after it has passed, where whole ticks could
+ * take two. */
 static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, uint64_t delay_us,
-                     int delay_arg, uint64_t interval, int interval_arg, int fn_arg,
-                     int first_arg, int count)
+                     uint64_t interval, int interval_arg, int fn_arg, int count)
 {
     uint32_t slot;
-    int closures, error, args;
+    int closures = fn_arg + count + 1, error, args;
     tw_id id;
     slot = peek_slot(L, lw);
     get_closures(L, 1);
-    closures = lua_gettop(L);
     lua_pushvalue(L, fn_arg);
     lua_rawseti(L, closures, function_index(slot)); /* may raise: nothing taken yet */
-    args = store_args(L, closures, slot, first_arg, count);
+    args = store_args(L, lw, closures, slot, fn_arg + 1, count);
     id = delay_us ? tw_add_us(lw->tw, delay_us, interval, on_fire, on_release,
                               user_data_of(slot, args))
                   : tw_add_ex(lw->tw, delay, interval, on_fire, on_release,
@@ -777,7 +787,7 @@ static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, uint64_t d
         error = errno;
         drop_slot(L, closures, slot);
         if (error == ERANGE)
-            return range_error(L, delay, delay_arg, interval, interval_arg);
+            return range_error(L, delay, 2, interval, interval_arg);
         if (error == ENOSPC) {
             lua_pushnil(L);
             lua_pushliteral(L, "twheel: too many pending timers (the wheel's cap)");
@@ -820,7 +830,7 @@ static int w_add(lua_State *L)
     check_callable(L, 3);
     interval = lua_isnoneornil(L, 4) ? 0 : check_delay(L, lw, 4, "interval", NULL);
     lua_settop(L, 3);
-    return add_timer(L, lw, delay, delay_us, 2, interval, 4, 3, 4, 0);
+    return add_timer(L, lw, delay, delay_us, interval, 4, 3, 0);
 }
 
 /* w:after(delay, fn, ...) -> id: a one-shot that calls fn(w, id, ...) */
@@ -830,7 +840,7 @@ static int w_after(lua_State *L)
     uint64_t delay_us;
     uint64_t delay = check_delay(L, lw, 2, "delay", &delay_us);
     check_callable(L, 3);
-    return add_timer(L, lw, delay, delay_us, 2, 0, 0, 3, 4, lua_gettop(L) - 3);
+    return add_timer(L, lw, delay, delay_us, 0, 0, 3, lua_gettop(L) - 3);
 }
 
 /* w:every(first, interval, fn, ...) -> id: fn(w, id, ...) at first, then
@@ -844,7 +854,7 @@ static int w_every(lua_State *L)
     if (interval == 0)
         luaL_argerror(L, 3, "interval must be at least one tick");
     check_callable(L, 4);
-    return add_timer(L, lw, first, first_us, 2, interval, 3, 4, 5, lua_gettop(L) - 4);
+    return add_timer(L, lw, first, first_us, interval, 3, 4, lua_gettop(L) - 4);
 }
 
 /* w:cancel(id) -> true when the timer was pending */
@@ -984,7 +994,7 @@ static int w_add_at(lua_State *L)
     now_us = tw_clock_us(lw->tw); /* the wheel's clock: now(), or the monotonic one */
     delay_us = (uint64_t)at > now_us ? (uint64_t)at - now_us : 0;
     delay = delay_us / lw->tick_us + (delay_us % lw->tick_us != 0);
-    return add_timer(L, lw, delay, delay_us, 2, 0, 0, 3, 4, lua_gettop(L) - 3);
+    return add_timer(L, lw, delay, delay_us, 0, 0, 3, lua_gettop(L) - 3);
 }
 
 /* w:stats() -> a table of the wheel's counts (tw_get_stats) */

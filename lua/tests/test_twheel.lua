@@ -741,6 +741,31 @@ test("arguments are released with their timer: fired, cancelled, closed", functi
   eq(h.alive(weak), 0, "close releases the rest")
 end)
 
+test("the closure table stays an array: false beside a function without arguments", function()
+  -- a slot's arguments index holds false from its first timer on, so
+  -- Lua keeps the table's integer keys in its array part; a released
+  -- argument is replaced by false, not kept
+  local w = ticks()
+  local t = closure_table(w)
+  local ids = {}
+  for i = 1, 4 do ids[i] = w:after(1, nothing) end
+  for s = 1, 4 do eq(t[2 * s], false, "slot " .. s .. ": false beside its function") end
+  w:cancel(ids[4])
+  local arg = {}
+  ids[4] = w:after(1, nothing, arg)
+  ok(rawequal(t[8], arg), "a reused slot takes the argument")
+  w:cancel(ids[4])
+  eq(t[7], nil, "the function dropped")
+  eq(t[8], false, "the argument dropped: false again")
+  w:after(1, nothing)
+  eq(t[8], false, "an add without arguments leaves it false")
+  w:advance(1)
+  for s = 1, 4 do
+    eq(t[2 * s - 1], nil, "fired: function " .. s .. " dropped")
+    eq(t[2 * s], false, "fired: false at " .. s)
+  end
+end)
+
 test("callable tables are callbacks, and on_error handlers", function()
   local w = ticks()
   local hits = {}
