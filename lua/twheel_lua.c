@@ -439,12 +439,30 @@ static int traceback(lua_State *L)
     return 1;
 }
 
+/* Writes an error value to stderr after `what`: a string as it is, a
+ * number in full, anything else by its type (a table's __tostring is not
+ * run: it could raise, and this runs inside timer.c's calls, where nothing
+ * may). Allocates nothing, for the same reason. */
+static void write_error(lua_State *L, int idx, const char *what)
+{
+    int type = lua_type(L, idx);
+    if (type == LUA_TSTRING)
+        fprintf(stderr, "%s%s\n", what, lua_tostring(L, idx));
+    else if (type == LUA_TNUMBER)
+        fprintf(stderr, "%s%.17g\n", what, (double)lua_tonumber(L, idx));
+    else
+        fprintf(stderr, "%s(error object is a %s value)\n", what, luaL_typename(L, idx));
+    fflush(stderr);
+}
+
 /* A callback raised (its error on top, with its traceback): on_error gets
- * it; without one it is written to stderr and the drive goes on, or, with
- * errors = "raise", kept as the batch's first error. */
+ * it. Without one, or when on_error itself raises (its error then takes
+ * the place of the callback's), it is written to stderr and the drive goes
+ * on, or, with errors = "raise", kept as the batch's first error. */
 static void callback_failed(struct call *c, tw_id id, uint32_t slot)
 {
     lua_State *L = c->L;
+    char what[64];
     if (!lua_isnil(L, c->on_error)) {
         lua_pushvalue(L, c->on_error);
         lua_insert(L, -2);
@@ -455,13 +473,12 @@ static void callback_failed(struct call *c, tw_id id, uint32_t slot)
     if (!c->lw->raise) {
         push_id(L, c->closures, id, slot);
 #if TWL_INTEGER_IDS
-        fprintf(stderr, "twheel: timer %s failed: %s\n", lua_tostring(L, -1),
-                lua_isstring(L, -2) ? lua_tostring(L, -2) : luaL_typename(L, -2));
-#else /* in full: tostring gives 1.46e+15 */
-        fprintf(stderr, "twheel: timer %.0f failed: %s\n", (double)lua_tonumber(L, -1),
-                lua_isstring(L, -2) ? lua_tostring(L, -2) : luaL_typename(L, -2));
+        snprintf(what, sizeof what, "twheel: timer " LUA_INTEGER_FMT " failed: ",
+                 (LUAI_UACINT)lua_tointeger(L, -1));
+#else /* in full: %g would give 1.46e+15 */
+        snprintf(what, sizeof what, "twheel: timer %.0f failed: ", (double)lua_tonumber(L, -1));
 #endif
-        fflush(stderr);
+        write_error(L, -2, what);
         lua_pop(L, 2);
         return;
     }
@@ -647,8 +664,7 @@ static void clock_failed(lua_State *L)
         lua_replace(L, -3); /* on_error's own error goes to stderr */
         lua_pushnil(L);
     }
-    fprintf(stderr, "twheel: the wheel's now() failed: %s\n",
-            lua_isstring(L, -3) ? lua_tostring(L, -3) : luaL_typename(L, -3));
+    write_error(L, -3, "twheel: the wheel's now() failed: ");
     lua_pop(L, 2);
 }
 
@@ -672,7 +688,7 @@ static uint64_t lua_clock(void *context)
             us = seconds_to_us(lua_tonumber(L, -1));
         if (us < 0) {
             lua_pop(L, 1);
-            lua_pushliteral(L, "now() must answer a number of seconds, 0 or more");
+            lua_pushliteral(L, "now() must answer a number of seconds, 0 or more and below 9.2e12");
         }
     }
     if (us < 0) {
@@ -701,15 +717,19 @@ static int range_error(lua_State *L, uint64_t delay, int delay_arg,
  * closure table is pushed after them where the method needs it. */
 
 /* Whether the value at idx can be called: a function, or a value whose
- * metatable has __call (a callable table or userdata). */
+ * metatable's __call is a function (a callable table or userdata). Lua
+ * 5.1 and LuaJIT call nothing else; a __call that is not a function would
+ * fail only when the timer fires. */
 static int is_callable(lua_State *L, int idx)
 {
+    int callable;
     if (lua_isfunction(L, idx))
         return 1;
     if (!luaL_getmetafield(L, idx, "__call"))
         return 0;
+    callable = lua_isfunction(L, -1);
     lua_pop(L, 1);
-    return 1;
+    return callable;
 }
 
 static void check_callable(lua_State *L, int idx)
@@ -984,14 +1004,26 @@ static int w_next_expiry(lua_State *L)
 static int w_add_at(lua_State *L)
 {
     struct lwheel *lw = open_wheel(L);
-    int64_t at = lua_type(L, 2) == LUA_TNUMBER ? seconds_to_us(lua_tonumber(L, 2)) : -1;
+    lua_Number t = lua_tonumber(L, 2);
+    int64_t at;
     uint64_t delay, delay_us, now_us;
-    if (!lw->tick_seconds)
-        return luaL_error(L, "twheel: add_at needs a wheel made with tick or now (times in seconds)");
-    if (at < 0)
-        luaL_argerror(L, 2, "a time in seconds, 0 or more, expected");
+    int has_now;
+    get_closures(L, 1);
+    lua_getfield(L, -1, "now");
+    has_now = !lua_isnil(L, -1);
+    lua_pop(L, 2);
+    if (!has_now)
+        return luaL_error(L, "twheel: add_at needs a wheel made with now (t is a time of"
+                             " that clock)");
+    if (lua_type(L, 2) != LUA_TNUMBER || t != t)
+        luaL_argerror(L, 2, "a time in seconds expected");
+    /* a time before 0 has passed as surely as any other (now() answers 0
+     * or more): due at once */
+    at = t < 0 ? 0 : seconds_to_us(t);
+    if (at < 0) /* past 2^63 us: past any wheel's reach, ERANGE below */
+        at = INT64_MAX;
     check_callable(L, 3);
-    now_us = tw_clock_us(lw->tw); /* the wheel's clock: now(), or the monotonic one */
+    now_us = tw_clock_us(lw->tw); /* now()'s reading */
     delay_us = (uint64_t)at > now_us ? (uint64_t)at - now_us : 0;
     delay = delay_us / lw->tick_us + (delay_us % lw->tick_us != 0);
     return add_timer(L, lw, delay, delay_us, 0, 0, 3, lua_gettop(L) - 3);
@@ -1184,14 +1216,15 @@ static void read_options(lua_State *L, struct tw_config *config, struct options 
             o->tick_seconds = (lua_Number)us / 1e6;
         } else if (strcmp(key, "now") == 0) {
             if (!is_callable(L, -1))
-                luaL_error(L, "twheel.new: now must be a function answering seconds");
+                luaL_error(L, "twheel.new: now must be a function (or a callable table)"
+                              " answering seconds");
             lua_pushvalue(L, -1);
             lua_replace(L, 3);
         } else if (strcmp(key, "errors") == 0) {
             o->raise = option_name(L, key, error_names, "\"log\" or \"raise\"");
         } else if (strcmp(key, "on_error") == 0) {
             if (!is_callable(L, -1))
-                luaL_error(L, "twheel.new: on_error must be a function");
+                luaL_error(L, "twheel.new: on_error must be a function (or a callable table)");
             lua_pushvalue(L, -1);
             lua_replace(L, 2);
         } else {
@@ -1242,7 +1275,8 @@ static int l_new(lua_State *L)
         lua_call(L, 0, 1);
         us = lua_type(L, -1) == LUA_TNUMBER ? seconds_to_us(lua_tonumber(L, -1)) : -1;
         if (us < 0)
-            return luaL_error(L, "twheel.new: now() must answer a number of seconds, 0 or more");
+            return luaL_error(L, "twheel.new: now() must answer a number of seconds, 0 or more"
+                              " and below 9.2e12");
         lua_pop(L, 1);
         lw->last_us = (uint64_t)us;
         config.clock_fn = lua_clock;

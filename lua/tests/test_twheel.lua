@@ -779,6 +779,14 @@ test("callable tables are callbacks, and on_error handlers", function()
   eq(table.concat(hits, ","), "c:nil,c:7,c:p", "called with self, then (wheel, id, ...)")
   raises("function expected, got table", w.add, w, 1, {})
   raises("function expected, got table", w.after, w, 1, setmetatable({}, {}))
+  -- a __call that is not a function would fail only when the timer fires
+  local broken = setmetatable({}, { __call = 5 })
+  local pending = w:count()
+  raises("function expected, got table", w.after, w, 1, broken)
+  raises("function expected, got table", w.every, w, 1, 1, broken)
+  raises("on_error must be a function (or a callable table)", twheel.new, { on_error = broken })
+  raises("now must be a function (or a callable table)", twheel.new, { tick = 0.1, now = broken })
+  eq(w:count(), pending, "nothing added")
   local log = {}
   w = ticks { on_error = setmetatable({}, { __call = function(_, err) log[#log + 1] = err end }) }
   w:add(0, function() error("x") end)
@@ -972,11 +980,47 @@ test("a seconds wheel: delays, intervals, remaining and next_expiry in seconds",
   eq(log[3], "beat@52", "at the first tick boundary past 0.3 s")
   raises("a number of seconds", w.after, w, "1", nothing)
   raises("must not be negative", w.after, w, -0.1, nothing)
-  raises("add_at needs a wheel made with tick or now", ticks().add_at, ticks(), 1, nothing)
+  raises("add_at needs a wheel made with now", ticks().add_at, ticks(), 1, nothing)
+  local tick_only = twheel.new { tick = 0.1 }
+  raises("add_at needs a wheel made with now", tick_only.add_at, tick_only, 1, nothing)
+  -- a time before 0 has passed: the next step runs it; NaN is no time
+  local ran = 0
+  w:add_at(-5, function() ran = ran + 1 end)
+  w:step()
+  eq(ran, 1, "add_at(-5) runs at the next step")
+  raises("a time in seconds expected", w.add_at, w, 0 / 0, nothing)
+  raises("a time in seconds expected", w.add_at, w, "1", nothing)
+  raises("out of range", w.add_at, w, math.huge, nothing)
   -- without now: the monotonic clock, still in seconds
   local plain = twheel.new { tick = 0.001 }
   local left = plain:remaining(plain:after(0.25, nothing))
   ok(left >= 0.25 and left <= 0.252, "remaining " .. left)
+end)
+
+test("every on a seconds wheel: first > 0 is never early; first 0 starts its grid on the current tick", function()
+  local t = 10.05 -- mid-tick: the case where the two differ
+  local w = twheel.new { tick = 0.1, now = function() return t end }
+  local zero, later = {}, {}
+  w:every(0, 1, function() zero[#zero + 1] = t end)
+  w:every(0.5, 1, function() later[#later + 1] = t end)
+  while t < 13.5 do
+    t = t + 0.01
+    w:step()
+  end
+  eq(#zero, 4, "every(0, 1): at once, then three more by 13.5 s")
+  eq(#later, 3, "every(0.5, 1): three by 13.5 s")
+  local tick, slack = 0.1, 1e-9
+  for k = 1, 3 do
+    local since = zero[k + 1] - 10.05
+    ok(since >= k - tick - slack, "every(0): firing " .. k .. " at most a tick early: " .. since)
+  end
+  ok(zero[2] - 10.05 < 1, "every(0): the grid is on the tick's boundary, before the reading: "
+     .. (zero[2] - 10.05))
+  for k = 0, 2 do
+    local since = later[k + 1] - 10.05
+    ok(since >= 0.5 + k - slack, "every(0.5): firing " .. k .. " not early: " .. since)
+    ok(since < 0.5 + k + tick + 0.01 + slack, "every(0.5): firing " .. k .. " within a tick and a step")
+  end
 end)
 
 test("a failing now() is reported, never raised through the wheel; the last reading stands", function()
@@ -1004,6 +1048,30 @@ test("a failing now() is reported, never raised through the wheel; the last read
   ]])
   eq(out, "0\n", "the step returned")
   ok(err:find("now() must answer a number of seconds", 1, true), "stderr: " .. err)
+  -- a reading past 2^63 microseconds is out of range, and the message says so
+  local big = 0
+  w = twheel.new { tick = 0.1, now = function() return big end,
+                   on_error = function(e) reports[#reports + 1] = { err = e } end }
+  big = 1e13
+  w:step()
+  ok(tostring(reports[#reports].err):find("below 9.2e12", 1, true),
+     "1e13 s: " .. tostring(reports[#reports].err))
+  raises("below 9.2e12", twheel.new, { tick = 0.1, now = function() return 1e13 end })
+  -- an error value that is not a string is written as its type
+  local out4, err4 = run_child([[
+    local twheel = require "twheel"
+    local n = 0
+    local w = twheel.new { tick = 0.1, now = function() n = n + 1; if n > 1 then error({}) end return 0 end }
+    w:step()
+    local v = twheel.new { drive = "ticks" }
+    v:add(0, function() error(setmetatable({}, { __tostring = function() error("not run") end })) end)
+    v:advance(0)
+    io.write("done\n")
+  ]])
+  eq(out4, "done\n", "both failures logged, the program went on")
+  ok(err4:find("now() failed: (error object is a table value)", 1, true), "the clock's: " .. err4)
+  ok(err4:find("failed: (error object is a table value)", 1, true) and not err4:find("not run", 1, true),
+     "the callback's, its __tostring not run: " .. err4)
   -- a callable table as on_error hears of it too
   local heard = {}
   local handler = setmetatable({}, { __call = function(_, err, id)
