@@ -3,10 +3,11 @@
  * this one file plus timer.c (docs/lua.md is the user's page).
  *
  * A wheel is a full userdata holding its tw_wheel. Its user value is a
- * table, the wheel's closures: a pending timer's function and its
- * arguments sit side by side at the two indices of the timer's slot
- * (function_index, arguments_index), the slot number being the timer's
- * user data, and the release hook clears them. So a closure is referenced exactly while its timer is pending, and
+ * table, the wheel's closures: a pending timer's function (and, once the
+ * wheel has had a timer with arguments, its arguments beside it) at its
+ * slot's index (function_index, arguments_index), the slot number being
+ * the timer's user data, and the release hook clears them. So a closure
+ * is referenced exactly while its timer is pending, and
  * a wheel that becomes garbage takes its closures with it even when they
  * capture the wheel (a registry reference would keep that cycle alive).
  *
@@ -101,6 +102,7 @@ struct lwheel {
                          callback leaves free[] for the drive to free */
     int raise;        /* errors = "raise": a callback's error is raised
                          from the drive, else written to stderr */
+    int paired;       /* the closure table's layout: see function_index */
     /* memory: the wheel's and free[] come from the allocator of the
      * lua_State that made the wheel, so that a host counting what its
      * states allocate (skynet's per-service figure) sees them */
@@ -120,11 +122,17 @@ struct lwheel {
 /* lua_rawseti takes an int on 5.1, and a slot takes two indices */
 #define MAX_SLOTS 0x3fffffffu
 
-/* A slot's function and its arguments are neighbours in the closure
- * table's array part, in one cache line: a fired timer with an argument
- * reads one line of it, not two (a separate arguments table cost a cache
- * miss more per add and per fired timer at 1M timers). */
-#define function_index(slot) ((int)(2 * (slot) - 1))
+/* Where a slot's function is in the closure table. Until the wheel's
+ * first timer with arguments, at the slot's number: one entry per timer,
+ * as small as a table of functions gets. From then on (pair_slots) the
+ * function and its arguments are neighbours in the table's array part, in
+ * one cache line: a fired timer with an argument reads one line, not two
+ * (a separate arguments table cost a cache miss more per fired timer at
+ * 1M timers). Every slot handed out keeps its keys (false when it holds
+ * no timer or no arguments): the array part stays full (half empty, Lua
+ * would move the integer keys to its hash part), and the release hook and
+ * pair_slots's moves only overwrite keys, which allocates nothing. */
+#define function_index(lw, slot) ((lw)->paired ? (int)(2 * (slot) - 1) : (int)(slot))
 #define arguments_index(slot) ((int)(2 * (slot)))
 
 static const char wheel_tag = 0;
@@ -530,7 +538,7 @@ static void on_fire(tw_wheel *tw, tw_id id, void *user_data)
     uint32_t slot = slot_of(user_data);
     int count;
     (void)tw;
-    lua_rawgeti(L, c->closures, function_index(slot));
+    lua_rawgeti(L, c->closures, function_index(c->lw, slot));
     lua_pushvalue(L, c->self);
     push_id(L, c->closures, id, slot);
     count = push_args(L, c->closures, slot, args_of(user_data));
@@ -538,15 +546,15 @@ static void on_fire(tw_wheel *tw, tw_id id, void *user_data)
         callback_failed(c, id, slot);
 }
 
-/* The wheel is done with a timer: drop its function and arguments (the
- * placeholder `false` goes back, see store_args), free its slot. */
+/* The wheel is done with a timer: drop its function and arguments (false
+ * takes their place, see function_index), free its slot. */
 static void on_release(void *user_data)
 {
     struct call *c = current;
     lua_State *L = c->L;
     uint32_t slot = slot_of(user_data);
-    lua_pushnil(L);
-    lua_rawseti(L, c->closures, function_index(slot));
+    lua_pushboolean(L, 0);
+    lua_rawseti(L, c->closures, function_index(c->lw, slot));
     if (args_of(user_data) != ARGS_NONE) {
         lua_pushboolean(L, 0);
         lua_rawseti(L, c->closures, arguments_index(slot));
@@ -739,19 +747,39 @@ static void check_callable(lua_State *L, int idx)
                                               luaL_typename(L, idx)));
 }
 
+/* The closure table from one entry per slot to two (see function_index),
+ * at the wheel's first add with arguments: slot s's function moves from s
+ * to 2s - 1, and 2s gets false. The keys past the old ones are made first:
+ * there the table may grow, and raise (memory) with the old layout whole.
+ * The moves then overwrite keys only, from the last slot down, so that
+ * none lands on a slot not moved yet (2s - 1 >= s). Linear in the slots
+ * ever handed out, once per wheel. */
+static void pair_slots(lua_State *L, struct lwheel *lw, int closures)
+{
+    uint32_t s, n = lw->nslots;
+    for (s = n + 1; s <= 2 * n; s++) {
+        lua_pushboolean(L, 0);
+        lua_rawseti(L, closures, (int)s);
+    }
+    for (s = n; s >= 1; s--) {
+        lua_rawgeti(L, closures, (int)s);
+        lua_pushboolean(L, 0);
+        lua_rawseti(L, closures, arguments_index(s));
+        lua_rawseti(L, closures, (int)(2 * s - 1));
+    }
+    lw->paired = 1;
+}
+
 /* Files the timer's arguments (`count` values from `first`) beside its
- * function; returns their kind. A slot without arguments holds `false`
- * there from its first timer on (the release hook puts it back), so an
- * add without arguments writes its function alone: with every other index
- * empty, Lua would keep the table's integer keys in its hash part (an
- * array part must be more than half full), slower and larger. May raise
- * (memory): the caller has taken nothing yet. */
+ * function (paired: add_timer saw to it); returns their kind. A new slot
+ * of a paired wheel gets its false. May raise (memory): the caller has
+ * taken nothing yet. */
 static int store_args(lua_State *L, struct lwheel *lw, int closures, uint32_t slot,
                       int first, int count)
 {
     int i;
     if (count == 0) {
-        if (slot > lw->nslots) { /* a slot's first timer */
+        if (lw->paired && slot > lw->nslots) {
             lua_pushboolean(L, 0);
             lua_rawseti(L, closures, arguments_index(slot));
         }
@@ -772,13 +800,16 @@ static int store_args(lua_State *L, struct lwheel *lw, int closures, uint32_t sl
     return count == 1 ? ARGS_ONE : ARGS_MANY;
 }
 
-/* Clears a slot that an add that failed had filled. */
-static void drop_slot(lua_State *L, int closures, uint32_t slot)
+/* Clears a slot that an add that failed had filled (its keys exist now:
+ * overwriting them allocates nothing). */
+static void drop_slot(lua_State *L, struct lwheel *lw, int closures, uint32_t slot)
 {
-    lua_pushnil(L);
-    lua_rawseti(L, closures, function_index(slot));
     lua_pushboolean(L, 0);
-    lua_rawseti(L, closures, arguments_index(slot));
+    lua_rawseti(L, closures, function_index(lw, slot));
+    if (lw->paired) {
+        lua_pushboolean(L, 0);
+        lua_rawseti(L, closures, arguments_index(slot));
+    }
 }
 
 /* Adds a timer whose function is at fn_arg and whose arguments are the
@@ -796,8 +827,10 @@ static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, uint64_t d
     tw_id id;
     slot = peek_slot(L, lw);
     get_closures(L, 1);
+    if (count && !lw->paired)
+        pair_slots(L, lw, closures); /* may raise: nothing changed */
     lua_pushvalue(L, fn_arg);
-    lua_rawseti(L, closures, function_index(slot)); /* may raise: nothing taken yet */
+    lua_rawseti(L, closures, function_index(lw, slot)); /* may raise: nothing taken yet */
     args = store_args(L, lw, closures, slot, fn_arg + 1, count);
     id = delay_us ? tw_add_us(lw->tw, delay_us, interval, on_fire, on_release,
                               user_data_of(slot, args))
@@ -805,7 +838,7 @@ static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, uint64_t d
                               user_data_of(slot, args));
     if (!id) {
         error = errno;
-        drop_slot(L, closures, slot);
+        drop_slot(L, lw, closures, slot);
         if (error == ERANGE)
             return range_error(L, delay, 2, interval, interval_arg);
         if (error == ENOSPC) {

@@ -7,9 +7,13 @@
 --   lua wheel  a hashed wheel of 4096 slots, each a set of timer tables,
 --              every timer of the slot looked at when the slot comes round
 -- and, with --c PATH (the c_api program meson builds beside it), the C
--- API on the same workload, and the binding's cost per call over it.
+-- API on the same workload, and the binding's cost per call over it. With
+-- --baseline PATH, another build of the module (an older version, say),
+-- loaded beside this one under its own name, runs as one more structure:
+-- the two versions then meet in one process, on one heap.
 --
 --   LUA_CPATH='build/lua/5.4/?.so' lua5.4 lua/bench/bench.lua [N] [--reps R] [--c build/lua/bench/c_api]
+--                                                        [--baseline OTHER/twheel.so]
 --
 -- Times are CPU time (os.clock), the best of R runs (default 3), each run
 -- on a fresh structure after a full garbage collection; the random draws
@@ -17,12 +21,13 @@
 -- must fire every timer on its tick: the run stops if one does not.
 local twheel = require "twheel"
 
-local N, REPS, C_API = 1000000, 3, nil
+local N, REPS, C_API, BASELINE = 1000000, 3, nil, nil
 do
   local i = 1
   while arg[i] do
     if arg[i] == "--reps" then REPS = tonumber(arg[i + 1]); i = i + 1
     elseif arg[i] == "--c" then C_API = arg[i + 1]; i = i + 1
+    elseif arg[i] == "--baseline" then BASELINE = arg[i + 1]; i = i + 1
     else N = tonumber(arg[i]) end
     i = i + 1
   end
@@ -212,6 +217,21 @@ if with_arg then
   table.insert(structures, 2, { name = "twheel+arg", arg = true,
                                 new = function() return twheel.new { drive = "ticks" } end })
 end
+-- The other build: its luaopen_twheel, called directly, so that it does
+-- not replace this one in package.loaded. A build that files its
+-- metatable in the registry (luaL_newmetatable) would fill this one's
+-- with its own methods: the entry is taken away first, so that it makes
+-- its own.
+local baseline
+if BASELINE then
+  local registry = debug.getregistry()
+  local saved = registry["twheel.wheel"]
+  registry["twheel.wheel"] = nil
+  baseline = assert(package.loadlib(BASELINE, "luaopen_twheel"))("twheel")
+  registry["twheel.wheel"] = saved
+  table.insert(structures, with_arg and 3 or 2, { name = "baseline",
+                                new = function() return baseline.new { drive = "ticks" } end })
+end
 
 -- The timed runs' callback does as little as the C baseline's: it counts.
 local fired = 0
@@ -345,7 +365,7 @@ for _, structure in ipairs(structures) do
   local c_side = 0
   if s.stats then
     local st = s:stats()
-    c_side = st.bytes + st.binding_bytes
+    c_side = st.bytes + (st.binding_bytes or 0)
   end
   memory[structure.name] = { lua = bytes / N, c = c_side / N,
                              known = s.stats ~= nil or structure.name:sub(1, 3) == "lua" }
@@ -371,6 +391,19 @@ for _, op in ipairs(ops) do
   if a then
     print(string.format("%-11s %9.1f %9s %9s %11.3fx %12.3fx", op .. " +arg", a, "", "",
                         a / r["lua heap"], a / r["lua wheel"]))
+  end
+  local b = r.baseline
+  if b then
+    print(string.format("%-11s %9.1f %9s %9s %11.3fx %12.3fx", op .. " base", b, "", "",
+                        b / r["lua heap"], b / r["lua wheel"]))
+  end
+end
+if baseline then
+  print(string.format("%-11s %13s %13s", "against", "twheel/base", "+arg/base"))
+  for _, op in ipairs(ops) do
+    local r = results[op]
+    print(string.format("%-11s %12.3fx %12s", op, r.twheel / r.baseline,
+                        r["twheel+arg"] and string.format("%.3fx", r["twheel+arg"] / r.baseline) or "-"))
   end
 end
 print(string.format("%-11s %9s %9s %9s", "memory", "Lua B", "C B", "B/timer"))

@@ -9,10 +9,12 @@ local test, eq, ok = h.test, h.eq, h.ok
 local integer_ids = math.type ~= nil
 local getuservalue = debug.getuservalue or debug.getfenv
 
+-- Functions in the wheel's closure table (one per slot, false where a
+-- slot holds none: these wheels have no timers with arguments).
 local function closures(w)
   local n = 0
-  for k in pairs((getuservalue(w))) do
-    if type(k) == "number" and k > 0 and k % 2 == 1 then n = n + 1 end
+  for k, v in pairs((getuservalue(w))) do
+    if type(k) == "number" and k > 0 and v ~= false then n = n + 1 end
   end
   return n
 end

@@ -14,15 +14,18 @@ local integer_ids = math.type ~= nil -- 5.3 and 5.4
 local aliases = os.getenv("TWHEEL_TEST_ALIASES") == "1"
 local getuservalue = debug.getuservalue or debug.getfenv
 
--- The wheel's closure table, and how many closures it holds (a timer's
--- function at an odd index, its arguments at the even one after it).
+-- The wheel's closure table, and how many functions it holds: at index s
+-- for slot s, or at 2s - 1 (arguments at 2s) once the wheel has had a timer
+-- with arguments (`paired`); false where a slot holds nothing.
 local function closure_table(w)
   return (getuservalue(w))
 end
-local function closures(w)
+local function closures(w, paired)
   local n = 0
-  for k in pairs(closure_table(w)) do
-    if type(k) == "number" and k > 0 and k % 2 == 1 then n = n + 1 end
+  for k, v in pairs(closure_table(w)) do
+    if type(k) == "number" and k > 0 and v ~= false and (not paired or k % 2 == 1) then
+      n = n + 1
+    end
   end
   return n
 end
@@ -741,28 +744,39 @@ test("arguments are released with their timer: fired, cancelled, closed", functi
   eq(h.alive(weak), 0, "close releases the rest")
 end)
 
-test("the closure table stays an array: false beside a function without arguments", function()
-  -- a slot's arguments index holds false from its first timer on, so
-  -- Lua keeps the table's integer keys in its array part; a released
-  -- argument is replaced by false, not kept
+test("the closure table: one entry per timer until the first argument, then two; false where none", function()
   local w = ticks()
   local t = closure_table(w)
   local ids = {}
-  for i = 1, 4 do ids[i] = w:after(1, nothing) end
-  for s = 1, 4 do eq(t[2 * s], false, "slot " .. s .. ": false beside its function") end
+  for i = 1, 4 do ids[i] = w:add(1, nothing) end
+  for s = 1, 4 do eq(t[s], nothing, "slot " .. s .. ": its function at its number") end
+  eq(t[5], nil, "one entry per timer")
   w:cancel(ids[4])
+  eq(t[4], false, "released: false, so the key stays")
+  w:add(2, nothing)
+  eq(t[4], nothing, "the slot reused")
+  eq(t[5], nil, "no new slot")
+  -- the first timer with an argument pairs the slots: function at 2s - 1,
+  -- arguments (false: none) at 2s, the pending timers unchanged
   local arg = {}
-  ids[4] = w:after(1, nothing, arg)
-  ok(rawequal(t[8], arg), "a reused slot takes the argument")
-  w:cancel(ids[4])
-  eq(t[7], nil, "the function dropped")
-  eq(t[8], false, "the argument dropped: false again")
-  w:after(1, nothing)
-  eq(t[8], false, "an add without arguments leaves it false")
-  w:advance(1)
+  local fired = {}
+  local id = w:after(1, function(_, _, a) fired[#fired + 1] = a end, arg)
   for s = 1, 4 do
-    eq(t[2 * s - 1], nil, "fired: function " .. s .. " dropped")
-    eq(t[2 * s], false, "fired: false at " .. s)
+    eq(t[2 * s - 1], nothing, "paired: slot " .. s .. "'s function moved")
+    eq(t[2 * s], false, "paired: slot " .. s .. " without arguments")
+  end
+  ok(type(t[9]) == "function" and rawequal(t[10], arg), "the new timer: slot 5, function and argument")
+  eq(w:count(), 5, "every timer still pending")
+  eq(w:advance(1), 4, "the three at tick 1 and the new one fire")
+  ok(rawequal(fired[1], arg), "with its argument")
+  eq(t[10], false, "its argument dropped: false again")
+  eq(t[9], false, "its function dropped")
+  eq(closures(w, true), 1, "the timer at tick 2 remains")
+  w:after(1, nothing)
+  eq(w:advance(2), 2, "and fires, with the last add")
+  eq(closures(w, true), 0, "nothing left")
+  for k, v in pairs(t) do
+    ok(type(k) ~= "number" or k <= 0 or v == false, "index " .. tostring(k) .. " false")
   end
 end)
 
