@@ -241,7 +241,7 @@ static void grow_free(lua_State *L, struct lwheel *lw)
 
 /* A slot for a new timer, not taken yet (take_slot, once tw_add worked).
  * Raises before anything changed when free[] cannot grow. */
-static uint32_t peek_slot(lua_State *L, struct lwheel *lw)
+static inline uint32_t peek_slot(lua_State *L, struct lwheel *lw)
 {
     if (lw->nfree)
         return lw->free[lw->nfree - 1];
@@ -813,17 +813,17 @@ static void drop_slot(lua_State *L, struct lwheel *lw, int closures, uint32_t sl
 }
 
 /* Adds a timer whose function is at fn_arg and whose arguments are the
- * `count` values after it, on top of the stack; pushes its id (or nil and
- * a message at the cap). Errors name the delay as argument 2 and the
+ * `count` values after it; `top` is the stack's top (lua_gettop); pushes
+ * its id (or nil and a message at the cap). Errors name the delay as argument 2 and the
  * interval as interval_arg. A delay in seconds goes to timer.c in
  * microseconds (delay_us, with `delay` its ticks rounded up): tw_add_us
  * runs it less than a tick after it has passed, where whole ticks could
  * take two. */
 static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, uint64_t delay_us,
-                     uint64_t interval, int interval_arg, int fn_arg, int count)
+                     uint64_t interval, int interval_arg, int fn_arg, int count, int top)
 {
     uint32_t slot;
-    int closures = fn_arg + count + 1, error, args;
+    int closures = top + 1, error, args;
     tw_id id;
     slot = peek_slot(L, lw);
     get_closures(L, 1);
@@ -882,8 +882,7 @@ static int w_add(lua_State *L)
     uint64_t interval;
     check_callable(L, 3);
     interval = lua_isnoneornil(L, 4) ? 0 : check_delay(L, lw, 4, "interval", NULL);
-    lua_settop(L, 3);
-    return add_timer(L, lw, delay, delay_us, interval, 4, 3, 0);
+    return add_timer(L, lw, delay, delay_us, interval, 4, 3, 0, lua_gettop(L));
 }
 
 /* w:after(delay, fn, ...) -> id: a one-shot that calls fn(w, id, ...) */
@@ -892,8 +891,10 @@ static int w_after(lua_State *L)
     struct lwheel *lw = open_wheel(L);
     uint64_t delay_us;
     uint64_t delay = check_delay(L, lw, 2, "delay", &delay_us);
+    int top;
     check_callable(L, 3);
-    return add_timer(L, lw, delay, delay_us, 0, 0, 3, lua_gettop(L) - 3);
+    top = lua_gettop(L);
+    return add_timer(L, lw, delay, delay_us, 0, 0, 3, top - 3, top);
 }
 
 /* w:every(first, interval, fn, ...) -> id: fn(w, id, ...) at first, then
@@ -904,10 +905,12 @@ static int w_every(lua_State *L)
     uint64_t first_us;
     uint64_t first = check_delay(L, lw, 2, "first", &first_us);
     uint64_t interval = check_delay(L, lw, 3, "interval", NULL);
+    int top;
     if (interval == 0)
         luaL_argerror(L, 3, "interval must be at least one tick");
     check_callable(L, 4);
-    return add_timer(L, lw, first, first_us, interval, 3, 4, lua_gettop(L) - 4);
+    top = lua_gettop(L);
+    return add_timer(L, lw, first, first_us, interval, 3, 4, top - 4, top);
 }
 
 /* w:cancel(id) -> true when the timer was pending */
@@ -1040,7 +1043,7 @@ static int w_add_at(lua_State *L)
     lua_Number t = lua_tonumber(L, 2);
     int64_t at;
     uint64_t delay, delay_us, now_us;
-    int has_now;
+    int has_now, top;
     get_closures(L, 1);
     lua_getfield(L, -1, "now");
     has_now = !lua_isnil(L, -1);
@@ -1059,7 +1062,8 @@ static int w_add_at(lua_State *L)
     now_us = tw_clock_us(lw->tw); /* now()'s reading */
     delay_us = (uint64_t)at > now_us ? (uint64_t)at - now_us : 0;
     delay = delay_us / lw->tick_us + (delay_us % lw->tick_us != 0);
-    return add_timer(L, lw, delay, delay_us, 0, 0, 3, lua_gettop(L) - 3);
+    top = lua_gettop(L);
+    return add_timer(L, lw, delay, delay_us, 0, 0, 3, top - 3, top);
 }
 
 /* w:stats() -> a table of the wheel's counts (tw_get_stats) */
