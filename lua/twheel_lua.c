@@ -448,7 +448,7 @@ static int traceback(lua_State *L)
 }
 
 /* Writes an error value to stderr after `what`: a string as it is, a
- * number in full, anything else by its type (a table's __tostring is not
+ * number as Lua prints one, anything else by its type (a table's __tostring is not
  * run: it could raise, and this runs inside timer.c's calls, where nothing
  * may). Allocates nothing, for the same reason. */
 static void write_error(lua_State *L, int idx, const char *what)
@@ -457,7 +457,7 @@ static void write_error(lua_State *L, int idx, const char *what)
     if (type == LUA_TSTRING)
         fprintf(stderr, "%s%s\n", what, lua_tostring(L, idx));
     else if (type == LUA_TNUMBER)
-        fprintf(stderr, "%s%.17g\n", what, (double)lua_tonumber(L, idx));
+        fprintf(stderr, "%s%.14g\n", what, (double)lua_tonumber(L, idx));
     else
         fprintf(stderr, "%s(error object is a %s value)\n", what, luaL_typename(L, idx));
     fflush(stderr);
@@ -657,7 +657,8 @@ static void push_duration(lua_State *L, struct lwheel *lw, uint64_t ticks)
 
 /* A failure of the service's clock (now() raised, or answered what is not
  * a time, its message on top): handed to on_error, else written to
- * stderr; never raised through timer.c. */
+ * stderr; never raised through timer.c. Pops the message: an add reads
+ * the clock between counting its arguments and filing them. */
 static void clock_failed(lua_State *L)
 {
     get_closures(L, 1);
@@ -673,7 +674,7 @@ static void clock_failed(lua_State *L)
         lua_pushnil(L);
     }
     write_error(L, -3, "twheel: the wheel's now() failed: ");
-    lua_pop(L, 2);
+    lua_pop(L, 3);
 }
 
 /* tw_config.clock_fn of a wheel made with `now`: the service's clock in

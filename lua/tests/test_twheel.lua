@@ -1084,8 +1084,20 @@ test("a failing now() is reported, never raised through the wheel; the last read
   ]])
   eq(out4, "done\n", "both failures logged, the program went on")
   ok(err4:find("now() failed: (error object is a table value)", 1, true), "the clock's: " .. err4)
-  ok(err4:find("failed: (error object is a table value)", 1, true) and not err4:find("not run", 1, true),
-     "the callback's, its __tostring not run: " .. err4)
+  ok(err4:find("twheel: timer %-?%d+ failed: %(error object is a table value%)") and
+     not err4:find("not run", 1, true), "the callback's, its __tostring not run: " .. err4)
+  -- a failed reading inside an add leaves nothing behind: add_at counts
+  -- its arguments after reading the clock
+  local out5 = run_child([[
+    local twheel = require "twheel"
+    local fail = false
+    local w = twheel.new { tick = 0.1, now = function() if fail then error("boom") end return 0 end }
+    fail = true
+    w:add_at(0, function(_, _, ...) io.write(select("#", ...), " ", tostring((...)), "\n") end, "x")
+    fail = false
+    w:step()
+  ]])
+  eq(out5, "1 x\n", "add_at with a failing now(): its own argument alone")
   -- a callable table as on_error hears of it too
   local heard = {}
   local handler = setmetatable({}, { __call = function(_, err, id)
