@@ -103,6 +103,8 @@ struct lwheel {
     int raise;        /* errors = "raise": a callback's error is raised
                          from the drive, else written to stderr */
     int paired;       /* the closure table's layout: see function_index */
+    int reading;      /* now() is running (lua_clock): it must not call the
+                         wheel, which is inside one of its own calls */
     /* memory: the wheel's and free[] come from the allocator of the
      * lua_State that made the wheel, so that a host counting what its
      * states allocate (skynet's per-service figure) sees them */
@@ -183,6 +185,8 @@ static struct lwheel *to_wheel(lua_State *L)
     if (!lw || lua_rawlen(L, 1) != sizeof *lw || lw->tag != &wheel_tag)
         luaL_argerror(L, 1, lua_pushfstring(L, "twheel wheel expected, got %s",
                                             luaL_typename(L, 1)));
+    if (lw->reading) /* raised into now()'s pcall: a failed reading */
+        luaL_error(L, "twheel: now() called its own wheel (a wheel's now must not)");
     return lw;
 }
 
@@ -687,12 +691,16 @@ static uint64_t lua_clock(void *context)
     struct lwheel *lw = context;
     lua_State *L = lw->L;
     int64_t us = -1;
+    int status;
     if (!L || !lua_checkstack(L, 8))
         return lw->last_us;
     get_closures(L, 1);
     lua_getfield(L, -1, "now");
     lua_remove(L, -2);
-    if (lua_pcall(L, 0, 1, 0) == 0) {
+    lw->reading = 1;
+    status = lua_pcall(L, 0, 1, 0);
+    lw->reading = 0;
+    if (status == 0) {
         if (lua_type(L, -1) == LUA_TNUMBER)
             us = seconds_to_us(lua_tonumber(L, -1));
         if (us < 0) {

@@ -1086,6 +1086,22 @@ test("a failing now() is reported, never raised through the wheel; the last read
   ok(err4:find("now() failed: (error object is a table value)", 1, true), "the clock's: " .. err4)
   ok(err4:find("twheel: timer %-?%d+ failed: %(error object is a table value%)") and
      not err4:find("not run", 1, true), "the callback's, its __tostring not run: " .. err4)
+  -- a now() that calls its own wheel, inside one of the wheel's calls,
+  -- is refused there (it reused the add's slot, and crashed)
+  local calls, heard2 = 0, {}
+  local own
+  own = twheel.new { tick = 0.1, now = function()
+    calls = calls + 1
+    if calls > 1 then own:after(1, nothing) end
+    return 0
+  end, on_error = function(e) heard2[#heard2 + 1] = e end }
+  local first = own:after(0.1, nothing)
+  local second = own:after(0.2, nothing)
+  ok(first and second and first ~= second, "both adds answered")
+  eq(own:count(), 2, "the two adds, nothing from inside now()")
+  ok(#heard2 >= 1 and tostring(heard2[1]):find("now() called its own wheel", 1, true),
+     "reported as a failed reading: " .. tostring(heard2[1]))
+  own:close()
   -- a failed reading inside an add leaves nothing behind: add_at counts
   -- its arguments after reading the clock
   local out5 = run_child([[
