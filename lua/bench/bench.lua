@@ -9,8 +9,8 @@
 -- and, with --c PATH (the c_api program meson builds beside it), the C
 -- API on the same workload, and the binding's cost per call over it. With
 -- --baseline PATH, another build of the module (an older version, say),
--- loaded beside this one under its own name, runs as one more structure:
--- the two versions then meet in one process, on one heap.
+-- opened beside this one (not through require), runs as one more
+-- structure: the two versions then meet in one process, on one heap.
 --
 --   LUA_CPATH='build/lua/5.4/?.so' lua5.4 lua/bench/bench.lua [N] [--reps R] [--c build/lua/bench/c_api]
 --                                                        [--baseline OTHER/twheel.so]
