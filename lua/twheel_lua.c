@@ -550,19 +550,27 @@ static void on_fire(tw_wheel *tw, tw_id id, void *user_data)
         callback_failed(c, id, slot);
 }
 
-/* The wheel is done with a timer: drop its function and arguments (false
- * takes their place, see function_index), free its slot. */
+/* Drops a slot's function and its arguments (`args`: their kind): false
+ * takes their place (see function_index), over keys that exist, so this
+ * allocates nothing and cannot raise. */
+static void clear_slot(lua_State *L, const struct lwheel *lw, int closures, uint32_t slot,
+                       int args)
+{
+    lua_pushboolean(L, 0);
+    lua_rawseti(L, closures, function_index(lw, slot));
+    if (args != ARGS_NONE) {
+        lua_pushboolean(L, 0);
+        lua_rawseti(L, closures, arguments_index(slot));
+    }
+}
+
+/* The wheel is done with a timer: clear its slot and free it. */
 static void on_release(void *user_data)
 {
     struct call *c = current;
     lua_State *L = c->L;
     uint32_t slot = slot_of(user_data);
-    lua_pushboolean(L, 0);
-    lua_rawseti(L, c->closures, function_index(c->lw, slot));
-    if (args_of(user_data) != ARGS_NONE) {
-        lua_pushboolean(L, 0);
-        lua_rawseti(L, c->closures, arguments_index(slot));
-    }
+    clear_slot(L, c->lw, c->closures, slot, args_of(user_data));
     forget_alias(L, c->closures, slot);
     c->lw->free[c->lw->nfree++] = slot;
 }
@@ -809,18 +817,6 @@ static int store_args(lua_State *L, struct lwheel *lw, int closures, uint32_t sl
     return count == 1 ? ARGS_ONE : ARGS_MANY;
 }
 
-/* Clears a slot that an add that failed had filled (its keys exist now:
- * overwriting them allocates nothing). */
-static void drop_slot(lua_State *L, struct lwheel *lw, int closures, uint32_t slot)
-{
-    lua_pushboolean(L, 0);
-    lua_rawseti(L, closures, function_index(lw, slot));
-    if (lw->paired) {
-        lua_pushboolean(L, 0);
-        lua_rawseti(L, closures, arguments_index(slot));
-    }
-}
-
 /* Adds a timer whose function is at fn_arg and whose arguments are the
  * `count` values after it; `top` is the stack's top (lua_gettop); pushes
  * its id (or nil and a message at the cap). Errors name the delay as argument 2 and the
@@ -847,7 +843,7 @@ static int add_timer(lua_State *L, struct lwheel *lw, uint64_t delay, uint64_t d
                               user_data_of(slot, args));
     if (!id) {
         error = errno;
-        drop_slot(L, lw, closures, slot);
+        clear_slot(L, lw, closures, slot, args); /* what this add filled */
         if (error == ERANGE)
             return range_error(L, delay, 2, interval, interval_arg);
         if (error == ENOSPC) {
