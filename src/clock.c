@@ -234,9 +234,9 @@ static uint64_t due_after_us(tw_wheel *w, uint64_t delay_us, uint64_t clock)
         return due;
     /* from the reading, or from the start of tick `now` when tw_advance
      * has moved `now` past the clock: delays count from the later */
-    from = w->clock.last_us;
-    if (tick_start_us(w, 0) > from)
-        from = tick_start_us(w, 0);
+    from = tick_start_us(w, 0);
+    if (w->clock.last_us > from)
+        from = w->clock.last_us;
     earliest = clock_tick(w, saturated_sum(from, delay_us), 1);
     return earliest < due ? earliest : due;
 }
