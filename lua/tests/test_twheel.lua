@@ -344,6 +344,22 @@ test("on_error gets (err, id) and the advance returns normally", function()
      "message and traceback: " .. tostring(log[1].err))
   eq(log[2].id, bad2, "id of the second")
   eq(log[2].err[1], 42, "error object")
+  -- on_error may close the wheel, as a callback may: the batch ends
+  local later = 0
+  local cw
+  cw = ticks { on_error = function() cw:close() end }
+  cw:add(1, function() error("x") end)
+  cw:add(1, function() later = later + 1 end)
+  cw:advance(1)
+  eq(later, 0, "closed from on_error: the rest of the batch does not run")
+  raises("the wheel is closed", cw.count, cw)
+  -- a number gets the traceback as a string does (LuaJIT makes error(42)
+  -- a string with its position already)
+  local bad3 = w:add(1, function() error(42) end)
+  w:advance(1)
+  eq(log[3].id, bad3, "id of the number's")
+  ok(type(log[3].err) == "string" and log[3].err:find("42", 1, true) and
+     log[3].err:find("traceback", 1, true), "a number: as a string, with the traceback: " .. tostring(log[3].err))
   ok(ok1 ~= bad1, "ids differ")
   -- a handler that raises: with errors = "raise", its error is raised
   -- after the batch (by default it is written to stderr, see below)
@@ -1051,8 +1067,11 @@ test("a failing now() is reported, never raised through the wheel; the last read
   eq(w:step(), 0, "a failed reading: no time passes")
   ok(#reports >= 1 and tostring(reports[1].err):find("clock broke", 1, true), "reported to on_error")
   eq(reports[1].id, nil, "with no id")
+  -- an add while it fails counts from the last good reading (10): due at
+  -- 10.5, so the reading of 11 runs it
+  w:after(0.5, function() fired = fired + 1 end)
   fail = false
-  eq(w:step(), 1, "the clock back: the timer fires")
+  eq(w:step(), 2, "the clock back: both timers fire")
   -- without on_error: stderr
   local out, err = run_child([[
     local twheel = require "twheel"
